@@ -247,6 +247,19 @@ class IngestSettings(_Section):
         description="a `python -m knowledge worker` process writes its health here as JSON (state running,"
         " waiting, sick, stopped; reason; last job), for a supervisor or a health check; unset = none",
     )
+    worker_health_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="a `python -m knowledge worker` process answers /healthz, /readyz and /metrics on this"
+        " port (a small HTTP listener on worker_health_host; 0 = any free port, logged); unset = no listener",
+    )
+    worker_health_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="the address the worker's health listener binds (0.0.0.0: every interface, for a"
+        " container's health check from outside; /metrics then needs the API's key)",
+    )
     worker_database_wait_seconds: float = Field(
         0.0,
         ge=0,
@@ -502,6 +515,27 @@ def _loopback(host: str) -> bool:
         return False
 
 
+class QuotaSettings(_Section):
+    """``quotas``: the limits every person, group and store has unless an admin set its own (kept in
+    the catalog, migration 20); ``0`` = unlimited (the default: nothing changes on a laptop).
+    Stored bytes, files and chunks count a store's file records; a person's are those of the stores
+    they own, a group's those of its members' stores."""
+
+    user_bytes: int = Field(0, ge=0, description="bytes of files a person's stores may hold (0: unlimited)")
+    user_files: int = Field(0, ge=0, description="files a person's stores may hold (0: unlimited)")
+    user_chunks: int = Field(0, ge=0, description="chunks a person's stores may hold (0: unlimited)")
+    group_bytes: int = Field(0, ge=0, description="bytes of files the stores of a group's members may hold")
+    group_files: int = Field(0, ge=0, description="files the stores of a group's members may hold")
+    group_chunks: int = Field(0, ge=0, description="chunks the stores of a group's members may hold")
+    store_bytes: int = Field(0, ge=0, description="bytes of files one store may hold (0: unlimited)")
+    store_files: int = Field(0, ge=0, description="files one store may hold (0: unlimited)")
+    store_chunks: int = Field(0, ge=0, description="chunks one store may hold (0: unlimited)")
+    api_requests_per_minute: int = Field(
+        0, ge=0, description="REST API requests one key may send per minute (0: unlimited); a person's own limit comes first"
+    )
+    admins_exempt: bool = Field(True, description="admins (and the local admin) are never refused by a quota or rate")
+
+
 class AccountsSettings(_Section):
     """``accounts.*``: people, once the first account exists (see :mod:`knowledge.people`)."""
 
@@ -662,6 +696,45 @@ class ServerSettings(_Section):
         return out
 
 
+class OpsSettings(_Section):
+    """``ops.*``: health, metrics, traces and logs for the people who run it (see
+    :mod:`knowledge.telemetry`)."""
+
+    metrics: bool = Field(
+        True,
+        description="serve Prometheus metrics at /metrics on the REST API, the MCP server over HTTP and a"
+        " worker's health listener (guarded like the API); false = 404",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="json = the servers' and workers' log lines as JSON objects, one a line (time, level,"
+        " logger, message, request_id, and each line's own fields), with one line per request and per file",
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry traces are exported by OTLP over HTTP to this URL"
+        " (http://collector:4318/v1/traces; needs the package opentelemetry-exporter-otlp-proto-http);"
+        " unset = spans are made only for an in-process tracer provider and nothing is sent anywhere",
+    )
+    service_name: str = Field(
+        "knowledge", min_length=1, description="the service.name of the traces (the process's role is added)"
+    )
+    ready_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="/readyz answers within this many seconds: a part (catalog, file store, vector backend,"
+        " model) that has not answered by then is not ready (a probe's own timeout should be longer)",
+    )
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_form(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", url.strip()):
+            raise ValueError(f"{url!r} is not an http(s) URL (write http://collector:4318/v1/traces)")
+        return url.strip() if url is not None else None
+
+
 class SourcesSettings(_Section):
     """``sources.*``: the sources (shares, repositories, mailboxes, drives, buckets) stores are kept in
     sync with (see :mod:`knowledge.sources`)."""
@@ -737,6 +810,8 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
+    ops: OpsSettings = Field(default_factory=OpsSettings)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
     secret_key: SecretStr | None = Field(
         None,
         description="the key the catalog's credentials (a source's password or token) are encrypted"

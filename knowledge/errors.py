@@ -153,6 +153,24 @@ class PermissionDenied(KnowledgeError, PermissionError):
     confirmed to exist)."""
 
 
+class QuotaExceeded(PermissionDenied):
+    """A write would take a person, a group or a store past a storage quota (stored bytes, files or
+    chunks); nothing was written. The words name the limit, the use and what would be added."""
+
+    def __init__(self, message: str, *, scope: str, name: str, measure: str, limit: int, used: int) -> None:
+        super().__init__(message)
+        self.scope, self.name, self.measure, self.limit, self.used = scope, name, measure, limit, used
+
+
+class RateLimited(KnowledgeError):
+    """A key sent more requests this minute than its limit; ``retry_after`` is the seconds to the
+    next minute's window."""
+
+    def __init__(self, message: str, *, limit: int, used: int, retry_after: int) -> None:
+        super().__init__(message)
+        self.limit, self.used, self.retry_after = limit, used, retry_after
+
+
 class AuthenticationFailed(KnowledgeError):
     """A sign-in, session, API key or invitation is not valid: a wrong username or password, an
     expired session, a revoked key, a used invitation. The message never says which part was wrong."""

@@ -242,6 +242,10 @@ class FolderSync:
         self.path = Path(folder_key(path))
         self.folder = str(self.path)
         self.glob = (glob or "").strip() or "**/*"
+        #: Asked before a file is added or changed: ``quota(store, bytes, files)`` raises a
+        #: ``KnowledgeError`` (``QuotaExceeded``) that fails that file in words; the workbench's sync
+        #: desk sets it to its quota check (:meth:`knowledge.workbench.SyncDesk.folder`).
+        self.quota: Callable[[str, int, int], None] | None = None
         #: the path on disk of each name the last scan found (a name the store keeps lost the
         #: control and invisible characters of the file's own name: the file is still read by its own)
         self._on_disk: dict[str, Path] = {}
@@ -379,6 +383,8 @@ class FolderSync:
     ) -> ItemResult:
         try:
             if item.action in ("added", "changed"):
+                if self.quota is not None:
+                    self.quota(self.store, item.size or 0, 1 if item.action == "added" else 0)
                 stat = (item.size, item.mtime_ns) if item.size is not None and item.mtime_ns is not None else None
                 r = self.indexer.ingest_file(
                     self.store,

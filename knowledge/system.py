@@ -27,7 +27,7 @@ from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.evaluation import Evaluations
 from knowledge.filestore import open_file_store
-from knowledge.people import People
+from knowledge.people import LOCAL_ADMIN, Actor, People
 from knowledge.people.policy import Policy
 from knowledge.portable import Portable
 from knowledge.service.filehome import HomedFileStore
@@ -110,7 +110,7 @@ class System:
         self.syncs = FolderSyncs(self.stores, self.catalog, self.indexer, self.jobs)
         #: Shares, repositories, mailboxes, drives and buckets kept in sync (:mod:`knowledge.sources`):
         #: their runs are jobs any worker takes.
-        self.sources = Sources(self.settings, self.catalog, self.stores, self.indexer)
+        self.sources = Sources(self.settings, self.catalog, self.stores, self.indexer, quota=self._source_quota)
         self.jobs.kinds[SOURCE_JOB] = self.sources.run_job
         self.evaluations = Evaluations(self.catalog, self.stores, self.searcher, self.indexer, self.save_template)
         #: The newest chat turn per session (:mod:`knowledge.chat.service`), from any browser tab.
@@ -127,10 +127,27 @@ class System:
             file_readers=self.catalog.file_readers,
         )
         self.people.accounts.reader_gone.append(self._forget_reader)
+        #: The name this process's own actions are audited in (no person asked for them): ``system``,
+        #: or a worker process's ``worker:<its id>`` (``python -m knowledge worker`` sets it).
+        self.actor_name = "system"
+        self.sources.on_scheduled = self._audit_scheduled
         #: A move of the files started from this process (``Workbench.start_file_move``): its thread,
         #: target, report or error, under :attr:`file_move_lock`.
         self.file_move: dict[str, Any] = {}
         self.file_move_lock = threading.Lock()
+
+    def _source_quota(self, store: str, add_bytes: int, add_files: int) -> None:
+        """A source's file about to be written into ``store``: checked against the quotas of the store
+        and of its owner, as the owner's own write (an admin owner is exempt by the same setting).
+        Raises ``QuotaExceeded``."""
+        owner = self.people.sharing.owner(store) if self.stores.exists(store) else None
+        actor = LOCAL_ADMIN
+        if owner is not None:
+            try:
+                actor = self.people.accounts.actor(owner)
+            except KnowledgeError:  # the account is gone or deactivated: held to the quotas as a member
+                actor = Actor(owner, "member")
+        self.people.quotas.check_add(actor, store, owner, add_bytes=add_bytes, add_files=add_files)
 
     def _forget_reader(self, principal: str) -> None:
         """Take ``principal`` (an account or group just deleted) off the readers of every file naming
@@ -145,7 +162,7 @@ class System:
                 log.warning("taking %s off the readers of %s in %s: %s", principal, file_id, store, exc)
                 continue
             self.people.audit.record(
-                "system",
+                self.actor_name,
                 "file.readers",
                 store=store,
                 target=file_id,
@@ -156,6 +173,14 @@ class System:
                     "why": f"{principal.replace(':', ' ', 1)} was deleted",
                 },
             )
+
+    def _audit_scheduled(self, run: Any) -> None:
+        """A source's run its schedule queued from this process, audited as ``source.run`` in
+        :attr:`actor_name`'s name."""
+        rec = self.sources.get(run.source_id)
+        self.people.audit.record(
+            self.actor_name, "source.run", store=rec.store, target=rec.name, detail={"run": run.id, "cause": "schedule"}
+        )
 
     def _default_embedder(self, model: str) -> Embedder:
         emb = self.settings.embeddings.model_copy(update={"model": model})

@@ -20,14 +20,26 @@ with :meth:`Workbench.close`. The rules users expect of stores and ingestion are
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from knowledge.attributes import check_attributes
-from knowledge.catalog import DONE, FileRecord, StoreRecord, StoreSettings, SyncedFolder
+from knowledge.catalog import (
+    DONE,
+    FAILED,
+    FileCounts,
+    FilePage,
+    FileQuery,
+    FileRecord,
+    StoreRecord,
+    StoreSettings,
+    SyncedFolder,
+)
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
@@ -37,19 +49,22 @@ from knowledge.evaluation.runs import EvalRun, RunNotFound
 from knowledge.evaluation.trials import ChunkTrial
 from knowledge.filestore.base import StoredFile
 from knowledge.llm.config import LlmConfig, LlmConfigs
-from knowledge.outcomes import IngestResult, Outcome
+from knowledge.outcomes import IngestResult, Outcome, can_retry, needs_password
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks, describe_readers, parse_readers
+from knowledge.people.quotas import Limit, RateDecision, Usage, UsageReport
 from knowledge.people.sso import SingleSignOn
 from knowledge.portable import Portable
 from knowledge.portable.backup import BackupResult, RestoreResult
 from knowledge.portable.bundle import Progress as BundleProgress
+from knowledge.portable.bundle import open_bundle
 from knowledge.portable.exporting import ExportResult
 from knowledge.portable.importing import ImportResult
 from knowledge.service.filehome import Home, MoveReport, cleanup_old, move_files
+from knowledge.service.health import QueueCollector, Readiness
 from knowledge.service.indexing import Progress
-from knowledge.service.jobs import IngestJob, Item
+from knowledge.service.jobs import IngestJob, Item, source_size
 from knowledge.service.search import MultiSearch, Searcher, SearchMode, SearchRequest, SearchResult, search_request
 from knowledge.service.stores import StoreSummary
 from knowledge.service.templates import DEFAULT_TEMPLATE, VectorStoreTemplate
@@ -86,6 +101,35 @@ class StoredFileUsage:
     def labels(self) -> list[str]:
         """``["notes", "papers (failed)"]``: each store, with the status unless it is done."""
         return [s if self.statuses.get(s, DONE) == DONE else f"{s} ({self.statuses[s]})" for s in self.stores]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFilePage:
+    """One page of the file store as :meth:`Workbench.stored_file_page` reads it: ``usages`` (newest
+    first), ``total`` files matching, and over every file :attr:`actor` may read (not only those
+    matching): their ``total_bytes`` and how many no store uses (``unused``)."""
+
+    usages: list[StoredFileUsage]
+    total: int
+    total_bytes: int
+    unused: int
+    offset: int = 0
+
+
+#: The actions :meth:`Workbench.bulk_files` takes on many files of a store at once.
+BULK_ACTIONS = ("retry", "delete", "move", "readers")
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What :meth:`Workbench.bulk_files` did: the ``action``, the names of the files it ``acted`` on
+    (a retry or a move: queued), those it ``skipped`` with why, in words (``(name, reason)``), and
+    the batches it queued (a retry's in the store, a move's in the other store)."""
+
+    action: str
+    acted: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    jobs: list[IngestJob] = field(default_factory=list)
 
 
 class Workbench:
@@ -267,7 +311,7 @@ class Workbench:
         self, action: str, *, store: str | None = None, target: str | None = None, detail: dict[str, Any] | None = None
     ) -> None:
         """Add an event to the audit trail in :attr:`actor`'s name (:mod:`knowledge.people.audit`)."""
-        self._system.people.audit.record(self.actor.username, action, store=store, target=target, detail=detail)
+        self._system.people.audit.record(self.actor.audit_name, action, store=store, target=target, detail=detail)
 
     @checks("audit.read")
     def audit_events(
@@ -278,18 +322,27 @@ class Workbench:
         store: str | None = None,
         since: Any = None,
         limit: int = 500,
+        before: str | None = None,
     ) -> list[AuditEvent]:
         """The audit trail as :attr:`actor` may read it, newest first (at most ``limit``), filtered as
         :meth:`knowledge.people.audit.Audit.events`: an admin (or the local admin) reads every event;
         a member the events of the stores they may use now and those about their own account (its
         actor or target is them), but for those about a file they may not read (access per document).
+        ``before`` (an event's id): only older events, the next page of a keyset (the Audit page's).
         One rule for the app's Audit page, the CLI and the REST API."""
         if self._allowed("audit.read_all"):
-            return self._system.people.audit.events(actor=actor, action=action, store=store, since=since, limit=limit)
+            return self._system.people.audit.events(
+                actor=actor, action=action, store=store, since=since, limit=limit, before=before
+            )
         if store is not None and not self._allowed("store.read", store):
             return []
         scan = self._system.people.audit.events(
-            actor=actor, action=action, store=store, since=since, limit=min(AUDIT_SCAN, max(limit, 1) * 20)
+            actor=actor,
+            action=action,
+            store=store,
+            since=since,
+            limit=min(AUDIT_SCAN, max(limit, 1) * 20),
+            before=before,
         )
         seen = set(self.visible({e.store for e in scan if e.store is not None}))
         mine = [e for e in scan if (e.store in seen if e.store is not None else self.actor.username in (e.actor, e.target))]
@@ -501,6 +554,17 @@ class Workbench:
 
     # -- parts ----------------------------------------------------------------------------------
     @checks("system.read")
+    def readiness(self) -> Readiness:
+        """The checks of ``/readyz`` over this system's parts (catalog, file store, default backend,
+        embedding model); they read no store, so a probe needs no one's access."""
+        return Readiness(self._system.stores, timeout=self.settings.ops.ready_timeout_seconds)
+
+    @checks("system.read")
+    def queue_collector(self) -> QueueCollector:
+        """The queue's gauges for ``/metrics``, read from this system's catalog at each scrape."""
+        return QueueCollector(self._system.catalog)
+
+    @checks("system.read")
     def embedder(self, model: str | None = None) -> Embedder:
         """The embedder for ``model`` (default: the default template's), created once."""
         return self._system.embedder(model)
@@ -699,6 +763,7 @@ class Workbench:
             self._system.sources.remove(source, delete_files=False)
         self._system.stores.drop(name)
         self._system.people.sharing.forget(name)
+        self._system.people.quotas.forget("store", name)  # a later store of the name starts from the settings
         self.record("store.delete", store=name, detail={"sources_removed": sources} if sources else None)
 
     @checks("store.list")
@@ -755,11 +820,116 @@ class Workbench:
         self._system.people.sharing.set_owner(name, user.username)
         self.record("store.owner", store=name, target=user.username)
 
+    # -- quotas and rates (knowledge.people.quotas) ----------------------------------------------
+    @checks("usage.read", "quota.manage")
+    def usage(self, scope: str = "user", name: str | None = None) -> UsageReport:
+        """The use and quotas of ``scope`` ``name``: ``"user"`` (default: :attr:`actor`'s own),
+        ``"group"`` or ``"store"``. One's own needs nothing; anyone else's an admin (``quota.manage``).
+
+        Raises:
+            PermissionDenied: a member asking about someone or something else. InvalidArgument: a bad scope.
+        """
+        if scope not in ("user", "group", "store"):
+            raise InvalidArgument(f"Usage is of a user, a group or a store, not {scope!r}.", param="scope")
+        own = scope == "user" and name in (None, self.actor.username)
+        if not own:
+            self._check("quota.manage")
+        return self._system.people.quotas.report(scope, self.actor.username if name is None else name)
+
+    @checks("usage.read")
+    def usage_exempt(self) -> bool:
+        """Whether :attr:`actor` is never refused by a quota or a rate (an admin, with
+        ``quotas.admins_exempt``)."""
+        return self._system.people.quotas.exempt(self.actor)
+
+    @checks("quota.manage")
+    def usage_by_store(self) -> list[tuple[str, str | None, Usage, dict[str, Limit]]]:
+        """Every store's use, owner and quotas: ``[(store, owner, usage, {measure: limit})]``, by name
+        (an admin's: People → Usage, ``GET /v1/usage?by=store``)."""
+        self._check("quota.manage")
+        q = self._system.people.quotas
+        used, owners = q.by_store(), q.owners()
+        names = sorted(set(used) | set(self._system.stores.names()))
+        return [(n, owners.get(n), used.get(n, Usage()), q.limits("store", n)) for n in names]
+
+    @checks("quota.manage")
+    def usage_by_user(self) -> list[UsageReport]:
+        """Every account's use and quotas, by username (an admin's)."""
+        self._check("quota.manage")
+        q = self._system.people.quotas
+        used = q.by_user()
+        return [
+            UsageReport("user", u.username, used.get(u.username, Usage()), q.limits("user", u.username))
+            for u in sorted(self._system.people.accounts.users(), key=lambda u: u.username)
+        ]
+
+    @checks("quota.manage")
+    def quota_overrides(self) -> list[Limit]:
+        """The quotas an admin set for one person, group or store."""
+        self._check("quota.manage")
+        return self._system.people.quotas.overrides()
+
+    @checks("quota.manage")
+    def set_quota(self, scope: str, name: str, measure: str, limit: int | None) -> Limit:
+        """Set ``scope`` ``name``'s own quota on ``measure`` (``0``: unlimited; ``None``: back to the
+        setting), recorded in the audit trail as ``quota.set``. The person, group or store must exist.
+
+        Raises:
+            PermissionDenied: not an admin. InvalidArgument: a bad scope, measure or limit; no such
+                person, group or store.
+        """
+        self._check("quota.manage")
+        exists = {
+            "user": lambda n: self._system.people.accounts.get(n) is not None,
+            "group": lambda n: n in self._system.people.accounts.groups(),
+            "store": self._system.stores.exists,
+        }.get(scope)
+        if exists is not None and not exists(name):
+            raise InvalidArgument(f"There is no {scope} {name!r} to set a quota for.", param="name")
+        got = self._system.people.quotas.set_limit(scope, name, measure, limit)
+        self.record(
+            "quota.set",
+            store=name if scope == "store" else None,
+            target=None if scope == "store" else f"{scope}:{name}",
+            detail={"measure": measure, "limit": limit},
+        )
+        return got
+
+    @checks("usage.read")
+    def count_request(self, token: str) -> RateDecision:
+        """Count one REST request of the key ``token`` (:attr:`actor`'s) against its limit a minute:
+        the person's own ``requests_per_minute``, else ``quotas.api_requests_per_minute``; admins
+        are not limited while ``quotas.admins_exempt`` is on. Counted in the shared catalog in team
+        mode, in this process otherwise. The caller answers a refused one (429 with ``Retry-After``:
+        :func:`~knowledge.people.quotas.rate_refusal`)."""
+        q = self._system.people.quotas
+        limit = None
+        if not q.exempt(self.actor):
+            limit = (
+                q.limit("user", self.actor.username, "requests_per_minute")
+                if not self.actor.local
+                else q.limit("user", "", "requests_per_minute")
+            ).amount
+        bucket = hashlib.sha256(token.encode()).hexdigest()[:32]
+        return self._system.people.rates.hit(bucket, limit)
+
     # -- ingestion (see knowledge.service.indexing) -----------------------------------------------------
     def _writing(self, store: str) -> bool:
-        """Authorize a write to ``store`` (made on the fly when missing); ``True`` when it is new."""
+        """Authorize a write to ``store`` (made on the fly when missing); ``True`` when it is new (its
+        ``store.create`` is then recorded, whoever made it: the local admin of a laptop too)."""
         self.authorize(store, "write", create=True)
-        return not self.actor.local and not self._system.stores.exists(store)
+        return not self._system.stores.exists(store)
+
+    def _check_quota(self, store: str, add_bytes: int, add_files: int) -> None:
+        """Refuse a write of ``add_files`` files of ``add_bytes`` bytes into ``store`` that would take
+        the store, its owner (the actor for a new store) or the owner's groups past a quota
+        (:meth:`Quotas.check_add <knowledge.people.quotas.Quotas.check_add>`): the one place every
+        ingestion path asks, before anything is kept. Raises ``QuotaExceeded``."""
+        quotas = self._system.people.quotas
+        if quotas.exempt(self.actor):  # the local admin on a laptop: not one query more
+            return
+        owner = self._system.people.sharing.owner(store) if self._system.stores.exists(store) else None
+        quotas.check_add(self.actor, store, owner, add_bytes=add_bytes, add_files=add_files)
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
         if new and self._system.stores.exists(store):  # made by this ingest (not refused before it was)
@@ -779,6 +949,7 @@ class Workbench:
         new = self._writing(store)
         if kwargs.get("readers") is not None:
             kwargs["readers"] = self._checked_readers(kwargs["readers"])
+        self._check_quota(store, source_size(source), 1)
         result = self._system.indexer.ingest_file(store, source, name, protected=self._hidden_files(store), **kwargs)
         self._ingested(store, new, [result.name])
         return self.readable_result(store, result)
@@ -818,6 +989,7 @@ class Workbench:
         hidden = self._hidden_files(store)
         if hidden:  # a file of the batch may not replace one of these by name (Indexer.ingest_file's protected)
             options = {**(options or {}), "protected": sorted(hidden)}
+        self._check_quota(store, sum(source_size(src) for _, src in items), len(items))
         job = IngestJob(
             self._system.jobs,
             store,
@@ -847,6 +1019,7 @@ class Workbench:
         """
         new = self._writing(store)
         job = IngestJob.from_folder(self._system.jobs, store, folder, glob, folders=folders)
+        self._check_quota(store, sum(job.sizes), len(job.item_names))
         hidden = self._hidden_files(store)
         if hidden:  # as submit_batch
             job.options["protected"] = sorted(hidden)
@@ -879,6 +1052,8 @@ class Workbench:
     def ingest_paths(self, store, paths, **kwargs) -> list[IngestResult]:
         """See :meth:`Indexer.ingest_paths` (needs write access)."""
         new = self._writing(store)
+        paths = list(paths)
+        self._check_quota(store, sum(source_size(p) for p in paths), len(paths))
         results = self._system.indexer.ingest_paths(store, paths, protected=self._hidden_files(store), **kwargs)
         self._ingested(store, new, [r.name for r in results])
         return results
@@ -893,6 +1068,7 @@ class Workbench:
         restricts each page before its first chunk is written."""
         new = self._writing(store)
         who = self._checked_readers(readers)
+        self._check_quota(store, 0, 1)  # pages are sized once fetched: refused here once a quota is reached
         ingest = functools.partial(self._system.indexer.ingest_file, protected=self._hidden_files(store))
         if who is not None:
             ingest = functools.partial(ingest, readers=who)
@@ -912,6 +1088,7 @@ class Workbench:
         new = self._writing(store)
         if file_id in self._hidden_files(store):
             raise PermissionDenied(f"The file id {file_id!r} is taken in store {store!r}; choose another.")
+        self._check_quota(store, len(text.encode("utf-8")), 0 if self._system.catalog.get_file(store, file_id) else 1)
         result = self._system.indexer.index_text(store, file_id, text, file_name)
         self._ingested(store, new, [file_name or file_id])
         return result
@@ -922,6 +1099,117 @@ class Workbench:
         self.authorize(store)
         hidden = self._hidden_files(store)
         return [f for f in self._system.indexer.store_files(store) if f.file_id not in hidden]
+
+    @checks("store.read")
+    def file_page(self, store: str, query: FileQuery | None = None, *, limit: int = 50, offset: int = 0) -> FilePage:
+        """One page of the records of ``store``'s files that :attr:`actor` may read and ``query``
+        matches (:meth:`Catalog.file_page <knowledge.catalog.Catalog.file_page>`: by name, ``limit``
+        records from ``offset``, with the number that match in all), read by the database: a page of
+        a store of 10,000 files reads ``limit`` records, not 10,000."""
+        self.authorize(store)
+        return self._system.catalog.file_page(store, query, limit=limit, offset=offset, exclude=self._hidden_files(store))
+
+    @checks("store.read")
+    def file_counts(self, store: str) -> FileCounts:
+        """The counts of ``store``'s files that :attr:`actor` may read (indexed, failed, busy, chunks),
+        counted by the database."""
+        self.authorize(store)
+        return self._system.catalog.file_counts(store, exclude=self._hidden_files(store))
+
+    @checks("store.write")
+    def bulk_files(
+        self,
+        store: str,
+        action: str,
+        *,
+        file_ids: Iterable[str] | None = None,
+        query: FileQuery | None = None,
+        to: str | None = None,
+        readers: str | Iterable[str] | None = None,
+    ) -> BulkResult:
+        """Act on many files of ``store`` at once: those of ``file_ids``, or every file ``query``
+        matches (:meth:`file_page`'s files, all pages) when no ids are given. Needs write access (to
+        ``to`` as well for a move); files :attr:`actor` may not read are skipped as unknown ids.
+
+        * ``"retry"``: the failed files a retry can help (:func:`~knowledge.outcomes.can_retry`; not
+          one asking for a password, which is tried one at a time with it) are queued as one batch
+          (:meth:`submit_batch` of their stored bytes, the same as :meth:`retry_file` ingests: its
+          outcome replaces the failed record); the others are skipped, saying why.
+        * ``"delete"``: each file as :meth:`delete_file` deletes it (audited per file).
+        * ``"move"``: to store ``to``: the indexed files' stored bytes are queued there as a batch
+          per set of readers (:meth:`submit_batch`, the readers kept), then each leaves ``store``
+          (:meth:`delete_file`, its bytes kept for the batch).
+        * ``"readers"``: each file's readers set to ``readers`` (:meth:`set_file_readers`, checked
+          once first).
+
+        Raises:
+            StoreNotFound, PermissionDenied: no write access to ``store`` (or ``to``).
+            InvalidArgument: an unknown action, a move without ``to`` or to ``store`` itself, readers
+                badly written (nothing done).
+        """
+        if action not in BULK_ACTIONS:
+            raise InvalidArgument(f"Unknown action {action!r}: expected one of {', '.join(BULK_ACTIONS)}.")
+        self.authorize(store, "write")
+        hidden = self._hidden_files(store)
+        catalog = self._system.catalog
+        if file_ids is None:
+            wanted = query or FileQuery()
+            if action == "retry":
+                wanted = replace(wanted, statuses=(FAILED,))
+            ids = catalog.file_ids(store, wanted, exclude=hidden)
+        else:
+            ids = list(dict.fromkeys(file_ids))
+        out = BulkResult(action)
+        records: list[FileRecord] = []
+        for fid in ids:
+            rec = None if fid in hidden else catalog.get_file(store, fid)
+            if rec is None:
+                out.skipped.append((fid, "not in the store"))
+            else:
+                records.append(rec)
+        if action == "retry":
+            items = []
+            for rec in records:
+                if rec.status != FAILED:
+                    out.skipped.append((rec.file_name, "did not fail"))
+                elif needs_password(rec):
+                    out.skipped.append((rec.file_name, "asks for a password: retry it on its own"))
+                elif not can_retry(rec):
+                    out.skipped.append((rec.file_name, "would fail the same way"))
+                elif (stored := self._system.files.find(rec.file_id)) is None:
+                    out.skipped.append((rec.file_name, "its bytes are no longer stored"))
+                else:
+                    items.append((rec.file_name, stored))
+            if items:
+                out.jobs.append(self.submit_batch(store, items))
+                out.acted.extend(name for name, _ in items)
+        elif action == "delete":
+            for rec in records:
+                self.delete_file(store, rec.file_id)
+                out.acted.append(rec.file_name)
+        elif action == "readers":
+            wanted_readers = self._checked_readers(readers)
+            for rec in records:
+                self.set_file_readers(store, rec.file_id, wanted_readers)
+                out.acted.append(rec.file_name)
+        else:  # move
+            if not to or to == store:
+                raise InvalidArgument("Say which other store to move the files to.")
+            self.authorize(to, "write")
+            groups: dict[tuple[str, ...] | None, list[tuple[FileRecord, StoredFile]]] = {}
+            for rec in records:
+                if rec.status != DONE:
+                    out.skipped.append((rec.file_name, "is not indexed: retry or remove it first"))
+                elif (stored := self._system.files.find(rec.file_id)) is None:
+                    out.skipped.append((rec.file_name, "its bytes are no longer stored"))
+                else:
+                    groups.setdefault(rec.readers, []).append((rec, stored))
+            for who, pairs in groups.items():
+                out.jobs.append(self.submit_batch(to, [(r.file_name, f) for r, f in pairs], readers=who))
+                for rec, _ in pairs:
+                    self.delete_file(store, rec.file_id, keep_file=True)
+                    out.acted.append(rec.file_name)
+        return out
 
     @checks("store.write")
     def delete_file(self, store: str, file_id: str, *, keep_file: bool = False) -> int:
@@ -1196,6 +1484,7 @@ class Workbench:
             FileTooLarge: over the limit, nothing kept. InvalidArgument: a bad name or media type.
         """
         limit = self.settings.ingest.max_file_bytes if max_bytes is None else max_bytes
+        self._system.people.quotas.check_add(self.actor, None, None, add_bytes=source_size(data), add_files=1)
         if not self.actor.local:  # an attachment is its uploader's
             metadata = {**(metadata or {}), "owner": self.actor.username}
         return self._system.files.save(name, media_type, data, max_bytes=limit, metadata=metadata)
@@ -1227,6 +1516,63 @@ class Workbench:
             aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if statuses else []
             out.append(StoredFileUsage(f, list(statuses), statuses, aliases))
         return out
+
+    @checks("file.read")
+    def stored_file_page(
+        self,
+        *,
+        name: str = "",
+        types: Sequence[str] = (),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> StoredFilePage:
+        """A page of :meth:`list_files`: the stored files :attr:`actor` may read whose name holds
+        ``name`` (any case) and ends in one of ``types`` (``"pdf"``; empty: any), saved at or after
+        ``since`` and before ``until``, newest first, ``limit`` from ``offset``. Who may read which
+        file is judged from one read of every store's file records (:meth:`Catalog.file_uses`) and
+        the policy's rule (:meth:`Policy.reads_stored_file`); the stores, statuses and other names
+        are read for the page's files only. The file store's listing itself is read whole (its
+        backends have no paged listing)."""
+        uses = self._system.catalog.file_uses()
+        seen = set(self.visible(sorted({s for u in uses.values() for s in u})))
+        policy, files = self._system.policy, self._system.files
+        readable = [
+            f
+            for f in files.list()
+            if policy.reads_stored_file(
+                self.actor,
+                {s: r for s, (_, r) in uses.get(f.id, {}).items()},
+                functools.partial(f.metadata.get, "owner"),
+                seen,
+            )
+        ]
+        needle, ends = name.strip().lower(), tuple("." + t.lower().lstrip(".") for t in types)
+        matching = [
+            f
+            for f in readable
+            if needle in f.name.lower()
+            and (not ends or f.name.lower().endswith(ends))
+            and (since is None or f.created >= since)
+            and (until is None or f.created < until)
+        ]
+        matching.sort(key=lambda f: (f.created, f.id), reverse=True)
+        limit, offset = max(1, int(limit)), max(0, int(offset))
+        if offset >= len(matching) > 0:  # past the end (files went meanwhile): the last page
+            offset = (len(matching) - 1) // limit * limit
+        out = []
+        for f in matching[offset : offset + limit]:
+            stores = [s for s, (_, r) in uses.get(f.id, {}).items() if s in seen and policy.reads(self.actor, s, r)]
+            statuses = {s: uses[f.id][s][0] for s in stores}
+            aliases = [n for n in self._system.catalog.names_of_file(f.id) if n != f.name] if stores else []
+            out.append(StoredFileUsage(f, stores, statuses, aliases))
+        unused = sum(
+            1
+            for f in readable
+            if not any(s in seen and policy.reads(self.actor, s, r) for s, (_, r) in uses.get(f.id, {}).items())
+        )
+        return StoredFilePage(out, len(matching), sum(f.size for f in readable), unused, offset)
 
     @checks("store.write")
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:
@@ -1336,9 +1682,24 @@ class PortableDesk:
         template: str | None = None,
         progress: BundleProgress | None = None,
     ) -> ImportResult:
-        """See :meth:`Portable.import_bundle`; the store made is the actor's."""
+        """See :meth:`Portable.import_bundle`; the store made is the actor's, and the bundle's files,
+        bytes and chunks (its manifest's) are checked against the quotas first (``QuotaExceeded``:
+        nothing imported)."""
         if as_name and self._wb._system.stores.exists(as_name):
             self._wb._check("store.read", as_name)  # the import refuses an existing name; this hides whose it is
+        if not self._wb._system.people.quotas.exempt(self._wb.actor):
+            zf, manifest = open_bundle(bundle)
+            with zf:
+                entries = [e for e in manifest.get("files") or [] if isinstance(e, dict)]
+                name = as_name or str(manifest.get("store", {}).get("name") or "")
+            self._wb._system.people.quotas.check_add(
+                self._wb.actor,
+                name,
+                None,  # a new store (an import refuses an existing name): the actor's
+                add_bytes=sum(int(e.get("size") or 0) for e in entries),
+                add_files=len(entries),
+                add_chunks=int(manifest.get("chunks") or 0),
+            )
         result = self._portable.import_bundle(bundle, as_name=as_name, template=template, progress=progress)
         if not self._wb.actor.local:
             self._wb.claim(result.store)
@@ -1387,9 +1748,13 @@ class SyncDesk:
         template: str | None = None,
         folders: LocalFolders | None = None,
     ) -> FolderSync:
-        """See :meth:`FolderSyncs.folder`. Raises ``StoreNotFound``, ``PermissionDenied``."""
+        """See :meth:`FolderSyncs.folder`; each file the sync adds or changes is checked against the
+        quotas first (:meth:`Workbench._check_quota`: a file past one fails in words, the rest goes on).
+        Raises ``StoreNotFound``, ``PermissionDenied``."""
         self._wb._check("store.write", store)
-        return self._syncs.folder(store, folder, glob, template=template, folders=folders)
+        sync = self._syncs.folder(store, folder, glob, template=template, folders=folders)
+        sync.quota = self._wb._check_quota
+        return sync
 
     @checks("store.read")
     def synced_folders(self, store: str) -> list[SyncedFolder]:

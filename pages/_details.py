@@ -15,7 +15,7 @@ import itertools
 
 import streamlit as st
 
-from knowledge.catalog import DONE
+from knowledge.catalog import DONE, FileQuery
 from knowledge.errors import KnowledgeError
 from knowledge.pagemodels.details import (
     ONLY_CHOICE,
@@ -35,6 +35,8 @@ from knowledge.workbench import Workbench
 from pages._ui import flash, set_flash
 
 _ids = itertools.count(1)
+#: The most files the File details picker offers at once (found by name beyond that).
+PICK_ROWS = 50
 
 
 def _load(wb: Workbench, store: str, file_id: str, base: str) -> None:
@@ -96,8 +98,7 @@ def _readers_part(wb: Workbench, store: str, base: str, writable: bool) -> None:
 def details_section(wb: Workbench, store: str, writable: bool) -> None:
     """The "File details" editor of ``store``'s indexed files (with who may read each, once accounts
     exist); Save only with ``writable``."""
-    done = [f for f in wb.store_files(store) if f.status == DONE]
-    if not done:
+    if not wb.file_counts(store).indexed:
         return
     accounts = wb.accounts.enabled()
     title = "📝 File details: title, attributes and readers" if accounts else "📝 File details: title and attributes"
@@ -107,7 +108,12 @@ def details_section(wb: Workbench, store: str, writable: bool) -> None:
             "Attributes are key/value details of a file that filters use: in the playground as "
             "`attr_<key> = value`, in chat's sidebar filter, and in the API's `attributes`."
         )
-        names = {f.file_id: f.file_name for f in done}
+        # a store of 10,000 files offers the first PICK_ROWS names that hold what is typed, not all
+        typed = st.text_input("Find a file by name", key=f"details-find:{store}", placeholder="part of its name")
+        page = wb.file_page(store, FileQuery(name=typed.strip(), statuses=(DONE,)), limit=PICK_ROWS)
+        names = {f.file_id: f.file_name for f in page.records}
+        if page.total > len(names):
+            st.caption(f"The first {len(names)} of {page.total:,} files: type more of a name to find another.")
         fid = st.selectbox(
             "File",
             sorted(names, key=lambda i: names[i].lower()),

@@ -1,5 +1,5 @@
-"""My account (everyone signed in): display name, password, and my API keys for the REST API and
-the MCP server (a key's secret is shown once; a revoked key stops at once)."""
+"""My account (everyone signed in): display name, password, my storage against my quotas, and my API
+keys for the REST API and the MCP server (a key's secret is shown once; a revoked key stops at once)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 import streamlit as st
 
 from knowledge.errors import AuthenticationFailed, InvalidArgument, KnowledgeError
+from knowledge.people.quotas import STORAGE, amount
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import SESSION_TOKEN, app_workbench, flash, key_row, set_flash
@@ -77,6 +78,21 @@ with c2.form("my-password", clear_on_submit=True):
                 else:
                     st.session_state[SESSION_TOKEN] = wb.accounts.start_session()  # ... but this one
                     done("Your password is changed; your other sign-ins ended.")
+
+st.subheader("My storage")
+mine = wb.usage()
+cols = st.columns(4)
+for col, measure, title in zip(cols, STORAGE, ("Stored bytes", "Files", "Chunks"), strict=False):
+    limit = mine.limits[measure].amount
+    used = mine.usage.of(measure)
+    col.metric(title, amount(measure, used), help="of the stores you own")
+    col.caption(f"quota: {amount(measure, limit)}" if limit is not None else "quota: unlimited")
+    if limit:
+        col.progress(min(1.0, used / limit))
+rate = mine.limits["requests_per_minute"].amount
+cols[3].metric("API requests a minute", "unlimited" if rate is None else f"{rate:,}", help="per key")
+if wb.usage_exempt():
+    st.caption("Admins are not held to the quotas here (setting `quotas.admins_exempt`).")
 
 st.subheader("My API keys")
 st.caption(

@@ -1,6 +1,7 @@
-"""Audit: who did what, when (UTC), newest first, filtered by person, action, store and time, and
-exported as CSV. An admin sees every event; a member the events of the stores they may see now and
-those of their own account (a private store of someone else never shows here)."""
+"""Audit: who did what, when (UTC), newest first, 100 events a page (read after the last one's id),
+filtered by person, action, store and time, and exported as CSV (the page shown). An admin sees every
+event; a member the events of the stores they may see now and those of their own account (a private
+store of someone else never shows here)."""
 
 from __future__ import annotations
 
@@ -106,13 +107,21 @@ def cell(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+#: Events a page of the trail shows; the next page is read after the last one's id (a keyset).
+PAGE_EVENTS = 100
+version = repr((person, action, store, since))
+kept = st.session_state.get("audit-pages")
+starts: list[str | None] = kept[1] if isinstance(kept, tuple) and kept[0] == version else [None]
 events = wb.audit_events(
     actor=person or None,
     action=action or None,
     store=store or None,
     since=datetime.combine(since, time(), UTC) if since else None,
-    limit=1000,
+    limit=PAGE_EVENTS + 1,  # one more: is there an older page?
+    before=starts[-1],
 )
+older = len(events) > PAGE_EVENTS
+events = events[:PAGE_EVENTS]
 rows = [
     {
         "time": utc(e.at, seconds=True),
@@ -128,6 +137,24 @@ if not rows:
     st.info("No events match.")
 else:
     st.dataframe(rows, hide_index=True, width="stretch")
+    first = (len(starts) - 1) * PAGE_EVENTS
+    if older or len(starts) > 1:
+        c1, c2, c3 = st.columns([1, 3, 1], vertical_alignment="center")
+        c1.button(
+            "◀ Newer",
+            key="audit-newer",
+            disabled=len(starts) == 1,
+            on_click=lambda: st.session_state.__setitem__("audit-pages", (version, starts[:-1])),
+            width="stretch",
+        )
+        c2.caption(f"Events {first + 1:,}–{first + len(events):,}, newest first")
+        c3.button(
+            "Older ▶",
+            key="audit-older",
+            disabled=not older,
+            on_click=lambda: st.session_state.__setitem__("audit-pages", (version, [*starts, events[-1].id])),
+            width="stretch",
+        )
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=["time", "who", "username", "action", "what", "store", "target", "detail"])
     writer.writeheader()
@@ -137,5 +164,9 @@ else:
             | {"time": e.at.astimezone(UTC).isoformat() if e.at.tzinfo else e.at.isoformat()}
         )
     st.download_button(
-        "Export as CSV", out.getvalue().encode("utf-8"), file_name="knowledge-audit.csv", mime="text/csv", key="audit-csv"
+        "Export as CSV",
+        out.getvalue().encode("utf-8"),
+        file_name="knowledge-audit.csv",
+        mime="text/csv",
+        key="audit-csv",
     )

@@ -1,7 +1,9 @@
-"""Files: the file store -- every stored file (click a row for its details), which stores use it, the
-viewer, download and delete."""
+"""Files: the file store -- the stored files 50 a page, searched by name, type and date (click a row
+for its details), which stores use it, the viewer, download and delete."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
 
 import streamlit as st
 
@@ -9,9 +11,9 @@ from knowledge.errors import KnowledgeError
 from knowledge.pagemodels import viewer as vm
 from knowledge.people.policy import describe_readers
 from knowledge.text.render import inert, md
-from knowledge.workbench import Workbench
+from knowledge.workbench import StoredFileUsage, Workbench
 from pages._ui import app_workbench, flash, human_size, kilobytes, set_flash
-from pages.widgets import confirm
+from pages.widgets import FILE_TYPES, confirm, page_offset, pager
 
 wb: Workbench = app_workbench()
 
@@ -23,23 +25,46 @@ st.caption(
 )
 
 
+#: Files a page of the table shows.
+PAGE_ROWS = 50
+
+with st.container(border=True):
+    q1, q2 = st.columns([3, 2])
+    name = q1.text_input("Search by name", key="files-name", placeholder="part of a file name")
+    types = q2.multiselect("Type", FILE_TYPES, key="files-type", placeholder="any")
+    q3, q4 = st.columns(2)
+    since = q3.date_input("Saved from (UTC)", value=None, key="files-since")
+    until = q4.date_input("Saved up to (UTC)", value=None, key="files-until")
+version = repr((name.strip(), types, since, until))
+offset = page_offset("files-page", version, PAGE_ROWS)
 try:
-    usage = wb.list_files()
+    page = wb.stored_file_page(
+        name=name,
+        types=types,
+        since=datetime.combine(since, time(), UTC) if since else None,
+        until=datetime.combine(until + timedelta(days=1), time(), UTC) if until else None,
+        limit=PAGE_ROWS,
+        offset=offset,
+    )
 except KnowledgeError as exc:
     st.error(inert(exc))
     st.stop()
+usage = page.usages
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Stored files", len(usage), help="Files saved in the file store, each once.")
-c2.metric("Total size", human_size(sum(u.file.size for u in usage)))
-c3.metric("Not used by any store", sum(1 for u in usage if not u.stores))
+c1.metric("Stored files", f"{page.total:,}", help="Files saved in the file store, each once (those matching the search).")
+c2.metric("Total size", human_size(page.total_bytes))
+c3.metric("Not used by any store", f"{page.unused:,}")
 
 if not usage:
-    st.info("No files yet. Files arrive when you drop them on a store (Vector stores page).")
+    if name.strip() or types or since or until:
+        st.info("No stored file matches the search.")
+    else:
+        st.info("No files yet. Files arrive when you drop them on a store (Vector stores page).")
     st.stop()
 
 by_id = {u.file.id: u for u in usage}
-version = str(hash(tuple(by_id)))  # a new list of files, a new table (and selection)
+version = str(hash((version, page.offset, tuple(by_id))))  # a new page of files, a new table (and selection)
 st.caption("Click a row to see the file's details below; **Open** shows it in the viewer.")
 table = st.dataframe(
     [
@@ -65,7 +90,7 @@ table = st.dataframe(
         "open": st.column_config.LinkColumn(
             "view", display_text="Open", width="small", help="Open the file in the viewer (in a new tab)"
         ),
-        "size (MB)": st.column_config.NumberColumn(format="%.3f"),
+        "size (kB)": st.column_config.NumberColumn(format="%.1f"),
         "sha256": st.column_config.TextColumn(width="small", help="SHA-256 of the content"),
         "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
         "also named": st.column_config.ListColumn(
@@ -76,10 +101,20 @@ table = st.dataframe(
         ),
     },
 )
+pager("files-page", repr((name.strip(), types, since, until)), page.total, PAGE_ROWS, page.offset)
 
-# The clicked row; else ?file=<id> (a link to one file's details); else the newest file.
+# The clicked row; else ?file=<id> (a link to one file's details); else the newest file of the page.
 rows = table.selection.rows if table is not None else []
-linked = by_id.get(str(st.query_params.get("file") or ""))
+wanted = str(st.query_params.get("file") or "")
+linked = by_id.get(wanted)
+if linked is None and wanted:  # a link to a file on no page shown: its details all the same
+    try:
+        found = wb.stored_file(wanted)
+        stores = wb.stores_using_file(found.id)
+        records = {s: wb.file_record(s, found.id) for s in stores}
+        linked = StoredFileUsage(found, stores, {s: r.status for s, r in records.items() if r is not None})
+    except KnowledgeError:
+        linked = None
 chosen = usage[rows[0]] if rows and rows[0] < len(usage) else linked or usage[0]
 f = chosen.file
 

@@ -2,7 +2,6 @@
 
 import streamlit as st
 
-from knowledge.catalog import FileCounts
 from knowledge.errors import KnowledgeError
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
@@ -23,7 +22,7 @@ try:
     wb.backend()  # the default template's backend: say now if it cannot be used
     stores = wb.list_stores()
     stored_files = len(wb.stored_files())
-    failed = sum(FileCounts.of(wb.store_files(s.record.name)).failed for s in stores)
+    failed = sum(wb.file_counts(s.record.name).failed for s in stores)
 except KnowledgeError as exc:
     st.error(inert(exc))
     stores, stored_files, failed = [], 0, 0

@@ -1,4 +1,5 @@
-"""People (admins): accounts, roles, passwords, groups, invitation links and everyone's API keys.
+"""People (admins): accounts, roles, passwords, groups, invitation links, everyone's API keys, and
+the usage of every person and store against the quotas (and a quota set for one of them).
 Before any account exists, the person at this machine turns accounts on here (the first admin).
 Every change is written to the audit trail in the admin's name."""
 
@@ -10,6 +11,7 @@ import streamlit as st
 
 from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied
 from knowledge.people import ROLES, invite_link
+from knowledge.people.quotas import MEASURES, STORAGE, amount
 from knowledge.text.render import inert, md
 from knowledge.workbench import Workbench
 from pages._ui import account_problem, app_workbench, flash, key_row, new_account_fields, set_flash, set_up_first_admin, utc
@@ -68,8 +70,8 @@ admins = wb.accounts.admins()
 linked = wb.accounts.sso_linked()
 # Keyed and tracked (Streamlit's st.tabs ``key`` + ``on_change``): the tab open stays open across the
 # rerun an action ends with (a group changed on Groups stays on Groups), instead of going back to the first.
-tab_users, tab_groups, tab_invites, tab_keys = st.tabs(
-    ["Accounts", "Groups", "Invitation links", "API keys"], key="people-tab", on_change="rerun"
+tab_users, tab_groups, tab_invites, tab_keys, tab_usage = st.tabs(
+    ["Accounts", "Groups", "Invitation links", "API keys", "Usage"], key="people-tab", on_change="rerun"
 )
 
 with tab_users:
@@ -299,3 +301,87 @@ with tab_keys:
                 done(f"Revoked {active[key_id]}: it stops working now.")
     else:
         st.caption("Nobody has an API key yet (each person makes theirs on My account).")
+
+with tab_usage:
+    st.caption(
+        "What each person's stores and each store hold, against the quotas (settings `quotas.*`, or a"
+        " person's, group's or store's own below). "
+        + ("Admins are not held to them (`quotas.admins_exempt`)." if wb.settings.quotas.admins_exempt else "")
+    )
+
+    def quota(measure: str, used: int, limit: int | None) -> str:
+        return f"{amount(measure, used)} of {amount(measure, limit) if limit is not None else 'unlimited'}"
+
+    st.markdown("**Per person** (the stores they own)")
+    st.dataframe(
+        [
+            {
+                "person": labels.get(r.name, r.name),
+                **{m: quota(m, r.usage.of(m), r.limits[m].amount) for m in STORAGE},
+                "API requests a minute": r.limits["requests_per_minute"].amount or "unlimited",
+            }
+            for r in wb.usage_by_user()
+        ],
+        hide_index=True,
+        width="stretch",
+        key="usage-people",
+    )
+    st.markdown("**Per store**")
+    per_store = wb.usage_by_store()
+    if per_store:
+        st.dataframe(
+            [
+                {
+                    "store": name,
+                    "owner": labels.get(owner, owner) if owner else "the admins",
+                    **{m: quota(m, use.of(m), lims[m].amount) for m in STORAGE},
+                }
+                for name, owner, use, lims in per_store
+            ],
+            hide_index=True,
+            width="stretch",
+            key="usage-stores",
+        )
+    else:
+        st.caption("No store holds a file yet.")
+    st.subheader("Set a quota")
+    groups = wb.group_names()
+    stores = [name for name, *_ in per_store]
+    with st.form("set-quota"):
+        c1, c2, c3, c4 = st.columns(4)
+        scope = c1.selectbox("For", ["user", "group", "store"], key="quota-scope", format_func=str.capitalize)
+        whom = c2.selectbox("Who or which", names + groups + stores, key="quota-name")
+        measure = c3.selectbox("Measure", list(MEASURES), key="quota-measure", format_func=lambda m: m.replace("_", " "))
+        value = c4.text_input(
+            "Limit",
+            key="quota-limit",
+            help="a whole number (bytes, files, chunks or requests a minute); 0: unlimited; empty: the setting's",
+        )
+        if st.form_submit_button("Set the quota"):
+            text = value.strip()
+            if text and not text.isdigit():
+                st.error(f"A limit is a whole number of at least 0, got {text!r}.")
+            else:
+                try:
+                    got = wb.set_quota(scope, whom or "", measure, int(text) if text else None)
+                except KnowledgeError as exc:
+                    st.error(inert(exc))
+                else:
+                    now = amount(got.measure, got.amount) if got.amount is not None else "unlimited"
+                    done(f"The {measure.replace('_', ' ')} quota of {scope} {whom} is now {now}.")
+    own = wb.quota_overrides()
+    if own:
+        st.markdown("**Quotas set here** (they come before the settings)")
+        st.dataframe(
+            [
+                {
+                    "for": f"{q.scope} {q.name}",
+                    "measure": q.measure,
+                    "limit": q.amount if q.amount is not None else "unlimited",
+                }
+                for q in own
+            ],
+            hide_index=True,
+            width="stretch",
+            key="usage-overrides",
+        )

@@ -10,11 +10,14 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 
 import streamlit as st
 
-from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts
-from knowledge.errors import KnowledgeError
+from knowledge.catalog import DONE, FAILED, PENDING, PROCESSING, FileCounts, FileQuery
+from knowledge.errors import KnowledgeError, QuotaExceeded
 from knowledge.ingest.chunker import plan_chunking
 from knowledge.outcomes import Outcome, can_retry, needs_password, plain_reason
 from knowledge.people.policy import describe_readers
@@ -37,7 +40,7 @@ from pages._ui import (
     megabytes,
     set_flash,
 )
-from pages.widgets import confirm
+from pages.widgets import FILE_TYPES, confirm, page_offset, pager
 
 wb: Workbench = app_workbench()
 settings = wb.settings
@@ -67,17 +70,17 @@ def disk_size(store: str, disk_bytes: int | None) -> int | None:
         return disk_bytes
 
 
-def counters(store: str, disk_bytes: int | None = None, files: list | None = None) -> None:
-    """The store's metrics, counted from ``files`` (the store's file records as read once for the
-    whole panel, with ``disk_bytes`` read then too; both read now when ``files`` is not given) by
-    :class:`FileCounts`, as the file list's heading is."""
-    if files is None:
-        files, disk_bytes = wb.store_files(store), disk_size(store, disk_bytes)
-    n = FileCounts.of(files)
+def counters(store: str, disk_bytes: int | None = None, counts: FileCounts | None = None) -> None:
+    """The store's metrics, from ``counts`` (the store's counts as read once for the whole panel,
+    with ``disk_bytes`` read then too; both read now when ``counts`` is not given): counted by the
+    database (:meth:`Workbench.file_counts`), as the file list's heading is."""
+    if counts is None:
+        counts, disk_bytes = wb.file_counts(store), disk_size(store, disk_bytes)
+    n = counts
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Indexed files", n.indexed, help="Files of this store that are searchable.")
-    c2.metric("Chunks", n.chunks, help="Searchable pieces of text of the indexed files.")
-    c3.metric("Failed files", n.failed, help="Files that could not be indexed; see Needs attention.")
+    c1.metric("Indexed files", f"{n.indexed:,}", help="Files of this store that are searchable.")
+    c2.metric("Chunks", f"{n.chunks:,}", help="Searchable pieces of text of the indexed files.")
+    c3.metric("Failed files", f"{n.failed:,}", help="Files that could not be indexed; see Needs attention.")
     # unknown (None) with chunks: the backend does not say, or the size would tell of files the
     # person may not read (access per document); a store without chunks takes no room
     c4.metric("Size on disk", "–" if disk_bytes is None and n.chunks else human_size(disk_bytes or 0))
@@ -120,7 +123,7 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
         # One read of the store's files, and the disk size, before anything is drawn: the counters and
         # the file list below come from it ("Indexed files 8" over "Indexed files (7)" was two reads,
         # and a redraw sends its elements one by one, so nothing slow may come between the two).
-        files = wb.store_files(store)
+        counts = wb.file_counts(store)
         size = disk_size(store, disk_bytes)
         left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
@@ -135,11 +138,11 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
         # one by one, the rest staying as they were until their turn, so with the outcomes (a line
         # per file) between them the counter showed 8 over the list's "Indexed files (7)" most of
         # the time. Each part in a container of its own, so none moves as the outcomes grow.
-        counters(store, size, files)
+        counters(store, size, counts)
         with st.container():
-            _file_list(store, files, running=True)
+            _file_list(store, counts, running=True)
         with st.container():
-            _job_outcomes(job, files)
+            _job_outcomes(job)
 
     with slot:
         running_batch()
@@ -221,13 +224,17 @@ def _current_job(store: str) -> IngestJob | None:
     return wb.shown_job(store, st.session_state.get(f"job:{store}"))
 
 
-def _job_outcomes(job: IngestJob, files: list | None = None) -> None:
+def _job_outcomes(job: IngestJob) -> None:
     """One line per file of ``job``: its progress, or its outcome once it is finished. A failed
     file that the store keeps for a retry is listed once, under Needs attention, not
     here again, even while the rest of the batch runs (a file refused before it was kept, too large
-    for one, is said here). ``files``: the store's records as the panel read them (else read now)."""
+    for one, is said here; the record of each failed result is read, not the store's list)."""
     failed = 0
-    kept = {f.file_id for f in (wb.store_files(job.store) if files is None else files) if f.status == FAILED}
+
+    def kept(file_id: str | None) -> bool:
+        rec = wb.file_record(job.store, file_id) if file_id else None
+        return rec is not None and rec.status == FAILED
+
     for note in getattr(job, "notes", []):  # e.g. how many files the folder walk skipped, and why
         st.caption(inert(note))
     # A few warnings stand under their files; more go into one closed list after them (twelve book
@@ -267,7 +274,7 @@ def _job_outcomes(job: IngestJob, files: list | None = None) -> None:
             st.markdown(md("{} **{}** — {}", OUTCOME_ICON.get(r.outcome, "•"), fp.name, _said(r)))
             for w in r.warnings if inline else ():
                 st.warning(inert(f"{fp.name}: {w}"), icon="⚠️")
-        elif r.file_id in kept:
+        elif kept(r.file_id):
             failed += 1
         else:
             st.error(md("**{}** — {}", fp.name, _said(r)), icon="❌")
@@ -298,7 +305,10 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
     elif new:
         processed.update(u.file_id for u in new)  # before anything else: never twice
         items = [(u.name, u.getvalue()) for u in new]
-        st.session_state[f"job:{store}"] = wb.submit_batch(store, items)
+        try:
+            st.session_state[f"job:{store}"] = wb.submit_batch(store, items)
+        except QuotaExceeded as exc:  # nothing was kept: the words say the limit and the use
+            st.error(inert(exc), icon="🚫")
     status_panel(store, disk_bytes)
 
     tpl = wb.store_template(wb.get_store(store))
@@ -389,20 +399,85 @@ def web_section(store: str) -> None:
                         st.error(inert(exc))
 
 
-def _file_list(store: str, files: list, *, running: bool) -> None:
-    """The heading "Indexed files (n)" and the table of the store's indexed files (and, when no batch
-    is ``running``, those an interrupted run left), from ``files`` as read now; n is counted as the
-    counters count it (:class:`FileCounts`)."""
-    listed = [f for f in files if f.status == DONE or (f.status in (PROCESSING, PENDING) and not running)]
-    st.markdown(f"#### Indexed files ({FileCounts.of(files).indexed})")
+#: Rows a page of the store's file list shows; failed files a page of Needs attention shows.
+PAGE_ROWS = 50
+ATTENTION_ROWS = 10
+#: The statuses the list's filter offers, in words, and the record statuses each stands for.
+STATUS_CHOICES = {"indexed": (DONE,), "failed": (FAILED,), "waiting or interrupted": (PENDING, PROCESSING)}
+#: What the bulk actions on the indexed files are called.
+BULK_WORDS = {"delete": "🗑️ Delete", "move": "➡️ Move to another store", "readers": "🔒 Set who may read"}
+
+
+def file_query(store: str) -> tuple[FileQuery, str]:
+    """The filter bar over the store's files (name, status, type, updated from / before) and the
+    :class:`FileQuery` it says, with its version (a new filter starts the lists at page 1)."""
+    with st.container(border=True):
+        c1, c2, c3 = st.columns([3, 2, 2])
+        name = c1.text_input("Search by name", key=f"fq-name:{store}", placeholder="part of a file name")
+        statuses = c2.multiselect("Status", list(STATUS_CHOICES), key=f"fq-status:{store}", placeholder="any")
+        types = c3.multiselect("Type", FILE_TYPES, key=f"fq-type:{store}", placeholder="any")
+        c4, c5 = st.columns(2)
+        since = c4.date_input("Updated from (UTC)", value=None, key=f"fq-since:{store}")
+        until = c5.date_input("Updated up to (UTC)", value=None, key=f"fq-until:{store}")
+    query = FileQuery(
+        name=name.strip(),
+        statuses=tuple(s for choice in statuses for s in STATUS_CHOICES[choice]),
+        types=tuple(types),
+        since=datetime.combine(since, dtime(), UTC) if since else None,
+        until=datetime.combine(until + timedelta(days=1), dtime(), UTC) if until else None,
+    )
+    return query, repr(query)
+
+
+def _listed(query: FileQuery, wanted: tuple[str, ...]) -> FileQuery | None:
+    """``query`` narrowed to the statuses a list shows (``wanted``); ``None`` when its status
+    filter leaves none of them."""
+    statuses = tuple(s for s in wanted if not query.statuses or s in query.statuses)
+    return replace(query, statuses=statuses) if statuses else None
+
+
+def _file_list(
+    store: str,
+    counts: FileCounts,
+    *,
+    running: bool,
+    query: FileQuery | None = None,
+    version: str = "",
+    writable: bool = False,
+) -> None:
+    """The heading "Indexed files (n)" and one page of the store's indexed files (and, when no batch
+    is ``running``, those an interrupted run left) that ``query`` matches, read by the database
+    (:meth:`Workbench.file_page`: ``PAGE_ROWS`` records and a count, whatever the store's size); n
+    is the counters' count. With ``writable`` (and no batch running) rows can be picked for the
+    bulk actions under the table."""
+    st.markdown(f"#### Indexed files ({counts.indexed:,})")
+    if not running:
+        flash(f"bulk:{store}")  # what a bulk action did (here: the files it acted on may have left the list)
+    wanted = (DONE,) if running else (DONE, PROCESSING, PENDING)
+    shown = _listed(query or FileQuery(), wanted)
+    if shown is None:
+        st.caption("The status filter leaves no indexed file.")
+        return
+    key = f"files-page:{store}"
+    offset = page_offset(key, version, PAGE_ROWS)
+    page = wb.file_page(store, shown, limit=PAGE_ROWS, offset=offset)
+    if page.total and offset >= page.total:  # the list shrank under the page kept: its last page
+        offset = (page.total - 1) // PAGE_ROWS * PAGE_ROWS
+        page = wb.file_page(store, shown, limit=PAGE_ROWS, offset=offset)
+    listed = page.records
     if not listed:
         if running:
             st.caption("No file is indexed yet: the list fills as the batch's files finish.")
-        elif not files:
+        elif query is not None and (query.name or query.types or query.since or query.until or query.statuses):
+            st.caption("No file matches the filter.")
+        elif not counts.indexed and not counts.failed and not counts.busy:
             st.caption("No files yet: drop some above.")
         return
+    if page.total != counts.indexed:
+        st.caption(f"{page.total:,} file{'' if page.total == 1 else 's'} match{'es' if page.total == 1 else ''}.")
     restricted = any(f.readers is not None for f in listed)  # the column only where a file has readers of its own
-    st.dataframe(
+    picking = writable and not running
+    table = st.dataframe(
         [
             {
                 "file": f.file_name,
@@ -420,7 +495,8 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
         ],
         hide_index=True,
         width="stretch",
-        key=f"files:{store}",
+        # the rows listed are part of the key: after a move or a delete the ticks never fall on other files
+        key=f"files:{store}:{version}:{page.offset}:{_digest(f.file_id for f in listed)}" if picking else f"files:{store}",
         column_config={
             # a file without pages (Markdown, Word, text) shows "–", not the table's grey "None"
             "pages": st.column_config.TextColumn(
@@ -438,62 +514,177 @@ def _file_list(store: str, files: list, *, running: bool) -> None:
             ),
             "updated": st.column_config.DatetimeColumn("updated", format="YYYY-MM-DD HH:mm"),
         },
+        **({"on_select": "rerun", "selection_mode": "multi-row"} if picking else {}),
     )
+    pager(key, version, page.total, PAGE_ROWS, page.offset)
+    if picking:
+        rows = table.selection.rows if table is not None else []
+        picked = [listed[i] for i in rows if i < len(listed)]
+        _bulk_bar(store, shown, page.total, picked)
+
+
+def _bulk_bar(store: str, query: FileQuery, total: int, picked: list) -> None:
+    """Act on the picked rows or on every file the filter matches (all pages): delete, move to
+    another store, set who may read (:meth:`Workbench.bulk_files`, which checks and audits each)."""
+    with st.expander(f"☑️ Act on {len(picked)} selected or all {total:,} matching"):
+        choices = {"picked": f"the {len(picked)} selected", "all": f"all {total:,} matching the filter"}
+        which = st.radio(
+            "Files",
+            list(choices),
+            format_func=choices.get,
+            # a new pick is a new choice: ticking rows chooses them, whatever was chosen before
+            key=f"bulk-which:{store}:{_digest(f.file_id for f in picked)}",
+            horizontal=True,
+            index=0 if picked else 1,
+        )
+        actions = [a for a in BULK_WORDS if a != "readers" or wb.accounts.enabled()]  # readers: once accounts exist
+        action = st.selectbox("Action", actions, format_func=BULK_WORDS.get, key=f"bulk-action:{store}")
+        to = readers = None
+        if action == "move":
+            others = [n for n in wb.store_names() if n != store and wb.level(n) in ("write", "owner")]
+            to = st.selectbox("To store", others, key=f"bulk-to:{store}") if others else None
+            if not others:
+                st.caption("You may write to no other store.")
+        if action == "readers":
+            readers = st.text_input(
+                "Who may read them", key=f"bulk-readers:{store}", placeholder="group:hr, user:ana (empty: everyone)"
+            )
+        count = len(picked) if which == "picked" else total
+        if (
+            count
+            and (action != "move" or to)
+            and confirm(
+                f"{BULK_WORDS[action]} ({count:,})",
+                f"bulk:{store}",
+                md("{} {} file(s) of {}?", BULK_WORDS[action], f"{count:,}", store) + (md(" To {}.", to) if to else ""),
+                yes="Yes, do it",
+            )
+        ):
+            _bulk(store, action, picked if which == "picked" else None, query, to=to, readers=readers or None)
+
+
+def _digest(ids) -> str:
+    """A short digest of file ids, for a widget key that changes with them."""
+    return hashlib.sha1("\n".join(ids).encode()).hexdigest()[:8]
+
+
+def _bulk(store: str, action: str, picked: list | None, query: FileQuery, **kwargs) -> None:
+    """Run a bulk action and say what it did, where it was taken (a flash), then draw the page again."""
+    where = f"bulk:{store}" if action != "retry" else f"attention:{store}"
+    try:
+        with st.spinner("Working..."):
+            result = wb.bulk_files(
+                store, action, file_ids=[f.file_id for f in picked] if picked is not None else None, query=query, **kwargs
+            )
+        done = {
+            "retry": "Queued {} for a retry",
+            "delete": "Deleted {}",
+            "move": "Moving {} to {}",
+            "readers": "Set who may read {}",
+        }
+        words = done[action].format(f"{len(result.acted):,} file(s)", kwargs.get("to"))
+        if result.skipped:
+            why = "; ".join(f"{n} {r}" for n, r in result.skipped[:3]) + (" ..." if len(result.skipped) > 3 else "")
+            words += f"; left out {len(result.skipped):,} ({why})"
+        if action == "retry" and result.jobs:
+            st.session_state[f"job:{store}"] = result.jobs[0]
+        set_flash(where, bool(result.acted), words + ".")
+    except KnowledgeError as exc:
+        set_flash(where, False, str(exc))
+    st.rerun()
 
 
 def files_section(store: str, writable: bool = True) -> None:
-    """The store's files; deleting and the retry/remove of failed files only with ``writable``."""
-    files = wb.store_files(store)
+    """The store's files, a page at a time under a filter bar; deleting, the bulk actions and the
+    retry/remove of failed files only with ``writable``."""
+    counts = wb.file_counts(store)
     job = _current_job(store)
     running = job is not None and not job.done
-    failed = [f for f in files if f.status == FAILED]
-    busy = [f for f in files if f.status in (PROCESSING, PENDING)]
+    total = counts.indexed + counts.failed + counts.busy
+    # while a batch runs the list is the status panel's (redrawn every half second, unfiltered): no filter bar
+    query, version = file_query(store) if total and not running else (FileQuery(), "")
     if not running:  # while a batch runs, the status panel draws the list with its counters (one read)
-        _file_list(store, files, running=False)
-    if not files:
+        _file_list(store, counts, running=False, query=query, version=version, writable=writable)
+    if not total:
         flash(f"files:{store}")
         flash(f"attention:{store}")
         return
-    if busy and not running:
+    if counts.busy and not running:
         st.caption("⚠️ interrupted: the app stopped while ingesting these; drop them again.")
     flash(f"files:{store}")
-    done = [f for f in files if f.status == DONE]
-    if done and writable:
-        with st.popover("🗑️ Delete a file from this store"):
-            by_name = {f"{f.file_id}\n{n}": (f, n) for f in done for n in f.names}  # every name of a content
-            version = hashlib.sha1("".join(by_name).encode()).hexdigest()[:8]  # a new list, a new widget
-            key = st.selectbox(
-                "File",
-                sorted(by_name, key=lambda k: by_name[k][1].lower()),
-                format_func=lambda k: by_name[k][1],
-                key=f"del-pick:{store}:{version}",
-            )
-            st.caption(
-                "Its chunks leave the store; its bytes leave the file store unless another store uses them."
-                " A file whose bytes are also in the store under another name loses this name only."
-            )
-            if key:
-                f, name = by_name[key]
-                others = [n for n in f.names if n != name]
-                what = (
-                    md("the name **{}** (its content stays, as {})", name, ", ".join(others))
-                    if others
-                    else md("**{}** and its {} chunks", name, f.chunks)
-                )
-                if confirm("Delete", f"del:{store}", f"Delete {what} from {inert(store)}?", type="primary"):
-                    _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
-    attention(store, failed, writable)
+    if counts.indexed and writable:
+        _delete_one(store)
+    attention(store, counts.failed, writable, query, version)
 
 
-def attention(store: str, failed: list, writable: bool = True) -> None:
-    """Each failed file once, with what is wrong in words; Retry only where a retry can succeed."""
-    if not failed and not has_flash(f"attention:{store}"):
+def _delete_one(store: str) -> None:
+    """ "Delete a file from this store": find it by name (a page of names that hold what is typed)."""
+    with st.popover("🗑️ Delete a file from this store"):
+        typed = st.text_input("Name", key=f"del-find:{store}", placeholder="part of the file's name")
+        found = wb.file_page(store, FileQuery(name=typed.strip(), statuses=(DONE,)), limit=50).records
+        by_name = {f"{f.file_id}\n{n}": (f, n) for f in found for n in f.names}  # every name of a content
+        version = hashlib.sha1("".join(by_name).encode()).hexdigest()[:8]  # a new list, a new widget
+        key = st.selectbox(
+            "File",
+            sorted(by_name, key=lambda k: by_name[k][1].lower()),
+            format_func=lambda k: by_name[k][1],
+            key=f"del-pick:{store}:{version}",
+        )
+        st.caption(
+            "Its chunks leave the store; its bytes leave the file store unless another store uses them."
+            " A file whose bytes are also in the store under another name loses this name only."
+        )
+        if key:
+            f, name = by_name[key]
+            others = [n for n in f.names if n != name]
+            what = (
+                md("the name **{}** (its content stays, as {})", name, ", ".join(others))
+                if others
+                else md("**{}** and its {} chunks", name, f.chunks)
+            )
+            if confirm("Delete", f"del:{store}", f"Delete {what} from {inert(store)}?", type="primary"):
+                _delete_file(store, f.file_id, name, f"files:{store}", by_name=bool(others))
+
+
+def attention(
+    store: str, failed_count: int, writable: bool = True, query: FileQuery | None = None, version: str = ""
+) -> None:
+    """The failed files that ``query`` matches, ``ATTENTION_ROWS`` a page, each with what is wrong in
+    words; Retry only where a retry can succeed; and, for all that match, one bulk retry (queued as a
+    batch) and one bulk remove."""
+    if not failed_count and not has_flash(f"attention:{store}"):
         return
-    if failed:
-        st.markdown(f"##### Needs attention ({len(failed)})")
+    shown = _listed(query or FileQuery(), (FAILED,))
+    key = f"attention-page:{store}"
+    offset = page_offset(key, version, ATTENTION_ROWS)
+    page = wb.file_page(store, shown, limit=ATTENTION_ROWS, offset=offset) if shown is not None else None
+    if page is not None and page.total and offset >= page.total:
+        offset = (page.total - 1) // ATTENTION_ROWS * ATTENTION_ROWS
+        page = wb.file_page(store, shown, limit=ATTENTION_ROWS, offset=offset)
+    if failed_count:
+        matching = "" if page is None or page.total == failed_count else f" · {page.total:,} match the filter"
+        st.markdown(f"##### Needs attention ({failed_count:,}{matching})")
     flash(f"attention:{store}")
+    if page is None or not page.records:
+        return
+    if writable and shown is not None and page.total > 1:  # one failed file has its own Retry and Remove
+        c1, c2 = st.columns(2)
+        if c1.button(
+            f"🔁 Try all {page.total:,} matching again",
+            key=f"retry-all:{store}",
+            help="Queued as one batch; files a retry cannot help are left out, and said",
+        ):
+            _bulk(store, "retry", None, shown)
+        with c2:
+            if confirm(
+                f"🗑️ Remove all {page.total:,} matching",
+                f"rm-all:{store}",
+                md("Remove the {} failed file(s) matching the filter from {}?", f"{page.total:,}", store),
+                yes="Yes, remove",
+            ):
+                _bulk(store, "delete", None, shown)
     retried = st.session_state.pop(f"retry-failed:{store}", None)  # (file_id, message) of a failed retry
-    for f in failed:
+    for f in page.records:
         with st.container(border=True):
             again = retried is not None and retried[0] == f.file_id  # this file was just tried again
             said = plain_reason(retried[1] if again else f.reason) or "failed"
@@ -515,6 +706,7 @@ def attention(store: str, failed: list, writable: bool = True) -> None:
                     yes="Yes, remove",
                 ):
                     _delete_file(store, f.file_id, f.file_name, f"attention:{store}")
+    pager(key, version, page.total, ATTENTION_ROWS, page.offset)
 
 
 def _retry(store: str, f, pw: str | None) -> None:

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "knowledge"
 
 #: Floor of each unit, lowest first. Ground modules import only each other (acyclically).
 FLOORS: dict[str, int] = {
-    # 0 ground: errors, settings, outcomes, names, folders, plugin loading, forwarded requests, small private helpers
+    # 0 ground: errors, settings, outcomes, names, folders, plugins, forwarded requests, telemetry, private helpers
     **dict.fromkeys(
         [
             "knowledge",
@@ -36,6 +36,7 @@ FLOORS: dict[str, int] = {
             "_pg",
             "forwarded",
             "vocabulary",
+            "telemetry",
         ],
         0,
     ),

@@ -2,12 +2,13 @@
 folders, and (in tables of their own) LLM configs, chats, traces and evaluation runs.
 
 A part, like ``vectorstore/`` and ``filestore/``: it may import the ground (``knowledge.errors``,
-``knowledge._names``) and nothing else of the project. The face is re-exported here:
+``knowledge._names``, ``knowledge.telemetry``) and nothing else of the project. The face is re-exported here:
 
 * :class:`Catalog` (``db.py``) -- over the DuckDB file (``duck.py``: turns, idle close) or PostgreSQL
   (``postgres.py``, ``catalog.url``), one SQL for both (``dialect.py``);
 * the records (``records.py``) -- :class:`StoreRecord`, :class:`StoreSettings`, :class:`FileRecord`,
-  :class:`FileName`, :class:`SyncedFolder`, :class:`FileCounts`, :class:`FileStatus`;
+  :class:`FileName`, :class:`SyncedFolder`, :class:`FileCounts`, :class:`FileStatus`,
+  :class:`FileQuery`, :class:`FilePage`;
 * the schema (``schema.py`` over ``migrations/NNNN_<owner>.sql``) -- :data:`MIGRATIONS`.
 """
 
@@ -22,6 +23,8 @@ from knowledge.catalog.records import (
     STATUSES,
     FileCounts,
     FileName,
+    FilePage,
+    FileQuery,
     FileRecord,
     FileStatus,
     StoreRecord,
@@ -45,6 +48,8 @@ __all__ = [
     "Dialect",
     "FileCounts",
     "FileName",
+    "FilePage",
+    "FileQuery",
     "FileRecord",
     "FileStatus",
     "StoreRecord",

@@ -525,6 +525,13 @@ def batch(catalog: QueueCatalog, batch_id: str) -> tuple[BatchRow | None, list[J
     return (_batch(b) if b else None), [_job(r) for r in rows], (now[0] if now else None)
 
 
+def batch_row(catalog: QueueCatalog, batch_id: str) -> BatchRow | None:
+    """The batch's own row (not its jobs), or ``None`` for an unknown id."""
+    with catalog.cursor() as cur:
+        b = cur.execute(_BATCH_SELECT + " WHERE id = ?", [batch_id]).fetchone()
+    return _batch(b) if b else None
+
+
 def batches(catalog: QueueCatalog, store: str | None = None, limit: int = 20) -> list[BatchRow]:
     """The newest batches (of ``store``, or of every store), newest first."""
     sql, args = _BATCH_SELECT, []
@@ -559,6 +566,20 @@ def unfinished(catalog: QueueCatalog) -> int:
     return int(row[0]) if row else 0
 
 
+def status_counts(catalog: QueueCatalog) -> list[tuple[str, str, int]]:
+    """``(status, reason, count)`` of the unfinished and failed jobs: ``status`` ``queued``,
+    ``waiting`` (queued again after an infrastructure error, its back-off not over: ``not_before``
+    later than the database's clock), ``running`` or ``failed``; ``reason`` a failed job's error
+    class (``error``; ``""`` for the others). One statement, for the metrics of any process."""
+    with catalog.cursor() as cur:
+        rows = cur.execute(
+            "SELECT CASE WHEN status = 'queued' AND not_before IS NOT NULL AND not_before > now() THEN 'waiting'"
+            " ELSE status END AS shown, CASE WHEN status = 'failed' THEN coalesce(error, '') ELSE '' END AS why,"
+            " count(*) FROM ingest_jobs WHERE status IN ('queued', 'running', 'failed') GROUP BY shown, why"
+        ).fetchall()
+    return [(str(s), str(r), int(n)) for s, r, n in rows]
+
+
 __all__ = [
     "CANCELLED",
     "DONE",
@@ -576,6 +597,7 @@ __all__ = [
     "JobSource",
     "QueueCatalog",
     "batch",
+    "batch_row",
     "batches",
     "cancel",
     "claim",
@@ -589,6 +611,7 @@ __all__ = [
     "release",
     "retry",
     "set_result",
+    "status_counts",
     "take_over",
     "unfinished",
 ]

@@ -28,6 +28,7 @@ from knowledge._pg import describe_target, pooled_connection
 from knowledge.catalog.dialect import statement_for
 from knowledge.catalog.schema import CatalogCursor, migrate, one_row
 from knowledge.errors import BackendUnavailable, KnowledgeError
+from knowledge.telemetry import watch_pool
 
 #: The advisory lock key (``pg_advisory_lock``) held while the catalog's schema is migrated.
 MIGRATION_LOCK = 0x6B6E6F77  # "know"
@@ -119,6 +120,7 @@ class PgEngine:
                 timeout=self.connect_timeout,
                 reconnect_timeout=self.connect_timeout,
             )  # see the module docstring
+            watch_pool(self._pool)  # its connections in use, in the metrics
             return self._pool
 
     def _connect_now(self) -> psycopg.Connection:

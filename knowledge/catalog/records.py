@@ -124,6 +124,31 @@ class SyncedFolder:
 
 
 @dataclass(frozen=True, slots=True)
+class FileQuery:
+    """Which of a store's file records a page lists (:meth:`Catalog.file_page`): every condition
+    given must hold. ``name``: a part of any of the file's names, in any case (``""``: any name);
+    ``statuses``: any of these :class:`FileStatus` values (empty: any); ``types``: any of these name
+    endings without the dot, in any case (``("pdf", "md")``; empty: any); ``since`` / ``until``:
+    last updated at or after / before these times (UTC; ``None``: open)."""
+
+    name: str = ""
+    statuses: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FilePage:
+    """One page of a store's file records (:meth:`Catalog.file_page`): ``records`` in name order,
+    ``total`` the number of records the query matches on every page, ``offset`` where this page starts."""
+
+    records: list[FileRecord]
+    total: int
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class FileCounts:
     """A store's files by what they mean to a person: ``indexed`` (searchable), ``failed`` (kept for a
     retry), ``busy`` (pending or processing) and the ``chunks`` of the indexed files."""
@@ -156,6 +181,8 @@ __all__ = [
     "STATUSES",
     "FileCounts",
     "FileName",
+    "FilePage",
+    "FileQuery",
     "FileRecord",
     "FileStatus",
     "StoreRecord",

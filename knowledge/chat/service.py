@@ -58,6 +58,7 @@ from knowledge.errors import (
     InvalidArgument,
     KnowledgeError,
     PathNotAllowed,
+    QuotaExceeded,
     StoreNotFound,
     unexpected_problem,
 )
@@ -509,8 +510,17 @@ class ChatService:
 
         Raises:
             AttachFailed: the file cannot be read or indexed (the message says why), or the knowledge
-            tools are unavailable for a file that needs indexing. SessionNotFound.
+            tools are unavailable for a file that needs indexing; a quota it would pass (nothing
+            kept). SessionNotFound.
         """
+        try:
+            return self._attach(sid, source, name, media_type)
+        except QuotaExceeded as exc:
+            raise AttachFailed(f"Cannot attach {name or 'the file'}: {exc}") from exc
+
+    def _attach(
+        self, sid: str, source: bytes | str | Path | BinaryIO, name: str | None, media_type: str | None
+    ) -> Attachment:
         s = self.session(sid)
         data, name = _read_source(source, name)
         kind, mt = sniff_kind(name, media_type, data[:16])

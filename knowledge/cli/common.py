@@ -6,10 +6,13 @@ the portable commands."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeAlias
 
 from knowledge.config import USER_ENV
@@ -58,8 +61,19 @@ def acting_username(args: argparse.Namespace) -> str | None:
     return (name.strip() or None) if name is not None else None
 
 
+def cli_identity() -> str:
+    """``cli:<OS user>@<host>``: who runs this command, as the audit trail names a local admin's
+    action from the command line (the user id when the OS has no name for it)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a container's user without a passwd entry
+        user = f"uid{os.getuid()}"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
 def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
-    """``wb`` itself (the local admin) without ``--user``, else its view acting as that account
+    """``wb``'s local admin named as the person at the command line (:func:`cli_identity`) without
+    ``--user``, else its view acting as that account
     (:meth:`Workbench.as_user`): every store the command reads or writes is checked against the
     account's access, and the audit trail records its name.
 
@@ -67,8 +81,8 @@ def acting_view(wb: Workbench, args: argparse.Namespace) -> Workbench:
         AuthenticationFailed: no account has that name (none exists yet, or it was mistyped).
     """
     name = acting_username(args)
-    if name is None:
-        return wb
+    if name is None:  # the local admin, named in the audit trail as the person at this command line
+        return wb.as_user(replace(wb.actor, via=cli_identity()))
     if wb.find_user(name) is None:
         hint = (
             "no account exists yet: `users add NAME --role admin` makes the first"

@@ -350,6 +350,7 @@ class _OcrProgress:
     def __init__(self, bar: tqdm, *, quiet: bool) -> None:
         self.bar, self.quiet = bar, quiet
         self.states: dict[str, FileProgress] = {}
+        self.printed: dict[str, str] = {}  # name -> the stage last printed for it
 
     def __call__(self, name: str, stage: str, fraction: float) -> None:
         fp = self.states.setdefault(name, FileProgress(name))
@@ -359,6 +360,8 @@ class _OcrProgress:
         eta = fp.eta_seconds()
         note = f"{name[:40]}: {stage}" + (f", about {max(1, round(eta))} s left" if eta is not None else "")
         if self.bar.disable:
-            print(note, file=sys.stderr, flush=True)
+            if self.printed.get(name) != stage:  # one line a page, not one a step of it
+                self.printed[name] = stage
+                print(note, file=sys.stderr, flush=True)
         else:
             self.bar.set_postfix_str(note)

@@ -1,6 +1,7 @@
 """People (:mod:`knowledge.people`): ``users`` (list, add, set-role, passwd, delete, invite), ``groups``,
 ``keys`` (per-user API keys), ``scim token`` (SCIM provisioning's bearer token), ``share`` /
-``unshare`` / ``owner`` (who may use a store) and ``audit``
+``unshare`` / ``owner`` (who may use a store), ``usage`` / ``quota`` (stored bytes, files and
+chunks against the quotas; an admin sets a person's, group's or store's own) and ``audit``
 (who did what, when: an admin reads every event, a member those of the stores they may use and of
 their own account -- :meth:`knowledge.workbench.Workbench.audit_events`).
 
@@ -24,6 +25,7 @@ from typing import Any
 from knowledge.cli.common import DATA_DIR, Commands, command, table
 from knowledge.errors import InvalidArgument, KnowledgeError
 from knowledge.people import ROLES, ApiKey, AuditEvent, User, invite_link, normal_username
+from knowledge.people.quotas import STORAGE, amount
 from knowledge.workbench import Workbench
 
 
@@ -62,7 +64,11 @@ def add_parser(sub: Commands) -> None:
     )
     s.add_argument("--store", help="only events of this store")
     s.add_argument(
-        "--user", dest="actor_filter", metavar="USERNAME", help="only what this account did ('local': the local admin)"
+        "--user",
+        dest="actor_filter",
+        metavar="USERNAME",
+        help="only what this account did ('local': the local admin of the app and servers;"
+        " 'cli:USER@HOST': of a command line)",
     )
     s.add_argument("--action", help="only this action (file.ingest), or a family ending in a dot (file.)")
     s.add_argument(
@@ -73,6 +79,83 @@ def add_parser(sub: Commands) -> None:
     s.add_argument("--limit", type=int, default=50, help="at most this many events (default 50)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_audit)
+    s = command(
+        sub,
+        "usage",
+        help="stored bytes, files and chunks against the quotas: one's own (the acting --user's), or"
+        " (an admin) --of user:NAME / group:NAME / store:NAME, or --by store / user",
+    )
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--of", metavar="SCOPE:NAME", help="user:ana, group:hr or store:notes (an admin's)")
+    which.add_argument("--by", choices=("store", "user"), help="everyone's, per store or per person (an admin's)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_usage)
+    s = command(sub, "quota", help="set a person's, group's or store's own quota (an admin's)")
+    s.add_argument("scope", choices=("user", "group", "store"))
+    s.add_argument("name")
+    s.add_argument("measure", choices=("bytes", "files", "chunks", "requests_per_minute"))
+    s.add_argument("limit", help="a whole number (0: unlimited), or 'default' for the setting's")
+    s.set_defaults(func=cmd_quota)
+
+
+# -- usage and quotas --------------------------------------------------------------------------------
+def _limit_words(measure: str, value: int | None) -> str:
+    return "unlimited" if value is None else amount(measure, value)
+
+
+def cmd_usage(wb: Workbench, args: argparse.Namespace) -> int:
+    if args.by == "store":
+        rows = [
+            (name, owner or "", *(u.of(m) for m in STORAGE), *(_limit_words(m, lim[m].amount) for m in STORAGE))
+            for name, owner, u, lim in wb.usage_by_store()
+        ]
+        if args.json:
+            keys = ("store", "owner", *STORAGE, *(f"limit_{m}" for m in STORAGE))
+            print(json.dumps([dict(zip(keys, r, strict=True)) for r in rows], ensure_ascii=False, indent=2))
+        else:
+            print(table(rows, ["store", "owner", "bytes", "files", "chunks", "bytes quota", "files quota", "chunks quota"]))
+        return 0
+    reports = wb.usage_by_user() if args.by == "user" else None
+    if reports is None:
+        scope, name = ("user", None)
+        if args.of:
+            scope, sep, name = args.of.partition(":")
+            if not sep or not name:
+                raise InvalidArgument(f"--of is SCOPE:NAME (user:ana, group:hr, store:notes), got {args.of!r}.")
+        reports = [wb.usage(scope, name)]
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], ensure_ascii=False, indent=2))
+        return 0
+    print(
+        table(
+            [
+                (
+                    f"{r.scope} {r.name}",
+                    *(f"{amount(m, r.usage.of(m))} of {_limit_words(m, r.limits[m].amount)}" for m in STORAGE),
+                    _limit_words("requests_per_minute", r.limits["requests_per_minute"].amount)
+                    if "requests_per_minute" in r.limits
+                    else "",
+                )
+                for r in reports
+            ],
+            ["who", "bytes", "files", "chunks", "API requests a minute"],
+        )
+    )
+    return 0
+
+
+def cmd_quota(wb: Workbench, args: argparse.Namespace) -> int:
+    text = args.limit.strip().lower()
+    if text == "default":
+        value = None
+    elif text.isdigit():
+        value = int(text)
+    else:
+        raise InvalidArgument(f"A limit is a whole number (0: unlimited) or 'default', got {args.limit!r}.")
+    got = wb.set_quota(args.scope, args.name, args.measure, value)
+    whose = "the setting's" if not got.own else "its own"
+    print(f"{args.scope} {args.name}: {args.measure} {_limit_words(got.measure, got.amount)} ({whose}).")
+    return 0
 
 
 # -- users ----------------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ import threading
 from knowledge.catalog import jobs as queue
 from knowledge.cli.common import Commands, command
 from knowledge.errors import set_log_place
+from knowledge.server.ops import HealthListener, watch_queue
 from knowledge.service.worker import EXIT_CRASHED, EXIT_DONE, EXIT_NO_DATABASE, EXIT_SICK, HealthFile, Worker
 from knowledge.system import System
+from knowledge.telemetry import configure_logging, configure_tracing
 from knowledge.workbench import Workbench
 
 
@@ -54,6 +56,41 @@ def add_parser(sub: Commands) -> None:
     s.set_defaults(func=cmd_worker, system=True)
 
 
+def start_listener(wb: Workbench, health: HealthFile) -> HealthListener | None:
+    """The worker's ``/healthz``, ``/readyz`` and ``/metrics`` on ``ingest.worker_health_port`` (its
+    readiness: the parts' and ``health``'s state), or ``None`` when the port is not set or cannot be
+    bound (taken by another worker of this machine: logged, and the worker ingests all the same)."""
+    ingest = wb.settings.ingest
+    if ingest.worker_health_port is None:
+        return None
+    watch_queue(wb)
+    key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
+    try:
+        listener = HealthListener(
+            ingest.worker_health_host,
+            ingest.worker_health_port,
+            readiness=wb.readiness(),
+            state=lambda: (str(health.state.get("state")), health.state.get("reason")),
+            wb=wb,
+            api_key=key,
+            metrics=wb.settings.ops.metrics,
+        ).start()
+    except OSError as exc:  # the port is taken (another worker of this machine): ingest all the same
+        logging.getLogger("knowledge.service.worker").warning(
+            "worker: no health listener on %s:%s (%s); ingesting all the same",
+            ingest.worker_health_host,
+            ingest.worker_health_port,
+            exc,
+        )
+        return None
+    print(
+        f"worker: health on http://{ingest.worker_health_host}:{listener.port} (/healthz, /readyz, /metrics)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return listener
+
+
 def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     """Run the workers over ``system``'s indexer (they ingest for everyone, never as a person) once
     ``wb`` (the command's actor) is found to be an admin."""
@@ -72,6 +109,8 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
     # an operator sees the worker start, each file's outcome, a take-over and a failed heartbeat
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("knowledge.service.worker").setLevel(logging.INFO)
+    configure_logging(wb.settings)  # JSON lines with ops.log_format = "json"
+    configure_tracing(wb.settings, "worker")
     set_log_place("the ingest worker's log" if args.parent is not None else "the worker's log (its standard error)")
     health = HealthFile(wb.settings.ingest.worker_status_file)
     # the workers ingest for everyone with the indexer (the system), never as a person
@@ -79,66 +118,74 @@ def cmd_worker(system: System, wb: Workbench, args: argparse.Namespace) -> int:
         Worker(system.indexer, lease=args.lease, health=health, kinds=system.jobs.kinds) for _ in range(args.concurrency)
     ]
     health.workers = [w.id for w in workers]
+    system.actor_name = f"worker:{workers[0].id}"  # what this process does for no one is audited in its name
     if not args.once:  # a dedicated worker queues the sources' runs as they fall due (the app does for its own)
         system.sources.start_scheduler()
     health.update(state="running")
-    print(
-        f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
-        f" {system.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
-    counts = [0] * len(workers)
-    crashed: list[BaseException] = []
+    listener = start_listener(wb, health)
+    try:
+        print(
+            f"worker: {len(workers)} thread{'' if len(workers) == 1 else 's'} on the catalog at"
+            f" {system.catalog.describe()} ({', '.join(w.id for w in workers)}); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        counts = [0] * len(workers)
+        crashed: list[BaseException] = []
 
-    def run(n: int) -> None:
-        try:
-            counts[n] = workers[n].run(once=args.once, poll=args.poll)
-        except Exception as exc:  # a bug: the others give their jobs back, the process exits 1
-            logging.getLogger("knowledge.service.worker").exception(
-                "worker %s stopped on an unexpected error", workers[n].id
-            )
-            crashed.append(exc)
-        if crashed or workers[n].sick or workers[n].gave_up:
-            for w in workers:  # one sick thread means a sick machine: every thread stands down
+        def run(n: int) -> None:
+            try:
+                counts[n] = workers[n].run(once=args.once, poll=args.poll)
+            except Exception as exc:  # a bug: the others give their jobs back, the process exits 1
+                logging.getLogger("knowledge.service.worker").exception(
+                    "worker %s stopped on an unexpected error", workers[n].id
+                )
+                crashed.append(exc)
+            if crashed or workers[n].sick or workers[n].gave_up:
+                for w in workers:  # one sick thread means a sick machine: every thread stands down
+                    w.stop()
+
+        def terminate(_signum: int, _frame: object) -> None:  # a supervisor's stop: give the jobs back, exit 0
+            print("worker: asked to stop (SIGTERM); giving the current files back to the queue", file=sys.stderr, flush=True)
+            for w in workers:
                 w.stop()
 
-    def terminate(_signum: int, _frame: object) -> None:  # a supervisor's stop: give the jobs back, exit 0
-        print("worker: asked to stop (SIGTERM); giving the current files back to the queue", file=sys.stderr, flush=True)
-        for w in workers:
-            w.stop()
-
-    with contextlib.suppress(ValueError):  # only the main thread may set a handler
-        signal.signal(signal.SIGTERM, terminate)
-    threads = [threading.Thread(target=run, args=(n,), name=f"worker-{n}", daemon=True) for n in range(len(workers))]
-    for t in threads:
-        t.start()
-    try:
+        with contextlib.suppress(ValueError):  # only the main thread may set a handler
+            signal.signal(signal.SIGTERM, terminate)
+        threads = [threading.Thread(target=run, args=(n,), name=f"worker-{n}", daemon=True) for n in range(len(workers))]
         for t in threads:
-            while t.is_alive():
-                t.join(0.5)
-                if args.parent is not None and os.getppid() != args.parent:  # the app is gone
-                    print("worker: the parent process is gone; stopping", file=sys.stderr, flush=True)
-                    raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(60)
-        health.update(state="stopped", reason="asked to stop")
-        raise
-    print(f"{sum(counts)} job{'' if sum(counts) == 1 else 's'} processed.", file=sys.stderr)
-    sick = next((w.sick for w in workers if w.sick), None)
-    gave_up = next((w.gave_up for w in workers if w.gave_up), None)
-    if crashed:
-        health.update(state="stopped", reason=f"an unexpected error: {crashed[0]}")
-        print("worker: stopped on an unexpected error (its traceback is above); exit status 1", file=sys.stderr, flush=True)
-        return EXIT_CRASHED
-    if sick:
-        health.update(state="sick", reason=sick)
-        print(f"worker: stood down: {sick}; exit status {EXIT_SICK}", file=sys.stderr, flush=True)
-        return EXIT_SICK
-    if gave_up:
-        print(f"worker: stopped: {gave_up}; exit status {EXIT_NO_DATABASE}", file=sys.stderr, flush=True)
-        return EXIT_NO_DATABASE
-    return EXIT_DONE
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+                    if args.parent is not None and os.getppid() != args.parent:  # the app is gone
+                        print("worker: the parent process is gone; stopping", file=sys.stderr, flush=True)
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            for w in workers:
+                w.stop()
+            for t in threads:
+                t.join(60)
+            health.update(state="stopped", reason="asked to stop")
+            raise
+        print(f"{sum(counts)} job{'' if sum(counts) == 1 else 's'} processed.", file=sys.stderr)
+        sick = next((w.sick for w in workers if w.sick), None)
+        gave_up = next((w.gave_up for w in workers if w.gave_up), None)
+        if crashed:
+            health.update(state="stopped", reason=f"an unexpected error: {crashed[0]}")
+            print(
+                "worker: stopped on an unexpected error (its traceback is above); exit status 1", file=sys.stderr, flush=True
+            )
+            return EXIT_CRASHED
+        if sick:
+            health.update(state="sick", reason=sick)
+            print(f"worker: stood down: {sick}; exit status {EXIT_SICK}", file=sys.stderr, flush=True)
+            return EXIT_SICK
+        if gave_up:
+            print(f"worker: stopped: {gave_up}; exit status {EXIT_NO_DATABASE}", file=sys.stderr, flush=True)
+            return EXIT_NO_DATABASE
+        return EXIT_DONE
+    finally:
+        if listener is not None:
+            listener.close()

@@ -4,7 +4,8 @@
 built-in ``filesystem`` one under ``data/files``). See :mod:`knowledge.filestore.base` for the
 contract and :mod:`knowledge.filestore.filesystem` for the on-disk layout and dedupe policy.
 
-A part: may import only the ground (``knowledge.errors``, ``knowledge.config``, ``knowledge.plugins``).
+A part: may import only the ground (``knowledge.errors``, ``knowledge.config``, ``knowledge.plugins``,
+``knowledge.telemetry``).
 """
 
 from knowledge.filestore.base import FileStore, StoredFile

@@ -49,6 +49,7 @@ from knowledge.filestore.base import (
     normalize_sha256,
     read_chunks,
 )
+from knowledge.telemetry import watch_pool
 
 T = TypeVar("T")
 
@@ -152,6 +153,7 @@ class PostgresFileStore(FileStore):
             check=ConnectionPool.check_connection,
             reconnect_timeout=self.connect_timeout,  # then the next call tries at once (see catalog.postgres)
         )
+        watch_pool(self._pool)  # its connections in use, in the metrics
         try:
             self._pool.open(wait=True, timeout=self.connect_timeout)
         except Exception as exc:

@@ -175,11 +175,13 @@ def main() -> int:
             del source
             task.pop("data", None)
             chunks = None
+            chunk_started = time.perf_counter()
             if chunk is not None:
                 chunks = chunks_message(
                     chunk_document(doc, twins[chunk["twin_id"]], chunk["max_tokens"], chunk["overlap_tokens"]), doc.text
                 )
-            message = {"t": "ok", "doc": document_message(doc), "chunks": chunks}
+            chunk_seconds = time.perf_counter() - chunk_started if chunk is not None else 0.0
+            message = {"t": "ok", "doc": document_message(doc), "chunks": chunks, "chunk_seconds": chunk_seconds}
             del doc, chunks
             _release_free_memory()  # what the file left behind is measured, not the allocator's free lists
             out.send({**message, "rss": _rss_bytes(), "peak": _peak_bytes()})

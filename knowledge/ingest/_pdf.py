@@ -28,6 +28,7 @@ from knowledge.ingest._ocr import NO_TEXT_EVEN_BY_OCR, ocr_missing_pages
 from knowledge.ingest._pdfium import PDFIUM_LOCK
 from knowledge.ingest._pdftables import (
     EDGE_LINES,
+    EDGE_SHARE,
     PdfTable,
     RecordCollector,
     compose_page,
@@ -368,9 +369,12 @@ def _find_tables(ex: _Extraction) -> None:
     for number in sorted(found):  # a table that goes on overleaf, page after page
         before = ex.tables.get(number - 1)
         after = ex.tables.get(number)
-        if not before or not after or not _at_edge(ex.pages[number - 1], before[-1], end=True):
+        if not before or not after:
             continue
-        if not _at_edge(ex.pages[number], after[0], end=False):
+        furniture = _lines(ex.pages[number - 1]) & _lines(ex.pages[number])  # running headers, footers
+        if not _at_edge(ex.pages[number - 1], before[-1], end=True, furniture=furniture):
+            continue
+        if not _at_edge(ex.pages[number], after[0], end=False, furniture=furniture):
             continue
         head = heads.get(number - 1, before[-1])
         joined = continued(head, after[0])
@@ -386,15 +390,28 @@ def _compose(ex: _Extraction, number: int, text: str, page_tables: list[PdfTable
     ex.tables[number] = page_tables
 
 
-def _at_edge(page_text: str, table: PdfTable, *, end: bool) -> bool:
+def _at_edge(page_text: str, table: PdfTable, *, end: bool, furniture: frozenset[str] | set[str] = frozenset()) -> bool:
     """Whether ``table`` ends (``end``) or starts the page's text, give or take
-    :data:`~knowledge.ingest._pdftables.EDGE_LINES` lines (a page number, a running header)."""
+    :data:`~knowledge.ingest._pdftables.EDGE_LINES` lines (a page number, a running header) besides
+    the lines of ``furniture`` (lines the page before or after has too: running headers and
+    footers, however many); or whether its box reaches within
+    :data:`~knowledge.ingest._pdftables.EDGE_SHARE` of the page's height of its foot (head): the text
+    reader may have put the page's title or notes after the table."""
+    if table.page_height > 0 and not table.turned:  # its box reaches the page's foot (or head)
+        margin = EDGE_SHARE * table.page_height
+        if (table.bbox[3] >= table.page_height - margin) if end else (table.bbox[1] <= margin):
+            return True
     body = clean(table.markdown, form="NFKC")
     i = page_text.find(body)
     if i < 0:
         return False
     rest = page_text[i + len(body) :] if end else page_text[:i]
-    return len([line for line in rest.split("\n") if line.strip()]) <= EDGE_LINES
+    return len([line for line in rest.split("\n") if line.strip() and line.strip() not in furniture]) <= EDGE_LINES
+
+
+def _lines(text: str) -> set[str]:
+    """The non-blank lines of ``text``, stripped."""
+    return {line.strip() for line in text.split("\n") if line.strip()}
 
 
 def _record_tables(builder: Builder, start: int, text: str, tables: list[PdfTable]) -> None:
@@ -408,7 +425,7 @@ def _record_tables(builder: Builder, start: int, text: str, tables: list[PdfTabl
         i = text.find(body, at)
         if i < 0:
             continue
-        if table.continues and builder.extend_last_table(start + i + len(body)):
+        if table.continues and builder.extend_last_table(start + i + len(body), table.page, table.bbox):
             at = i + len(body)
             continue
         header = clean(table.header_text, form="NFKC")

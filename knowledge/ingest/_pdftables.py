@@ -1,7 +1,9 @@
 """Tables in PDFs: found by camelot, written as Markdown rows with the text around them in order.
 
 :func:`find_tables` runs camelot's ``hybrid`` parser (ruling lines and text alignment together)
-and its ``lattice`` parser (ruling lines only) on the pages of a PDF, and keeps, for each region,
+and, on the pages that draw rules, its ``lattice`` parser (ruling lines only: read from the vector
+graphics, and from the page drawn at 300 dpi where a grid may miss a rule or the rules are a
+picture) on the pages of a PDF (those :func:`screen` passes), and keeps, for each region,
 the lattice grid when it is complete (most rows have two or more cells filled: the ruled cells hold
 multi-line cells whole) and the hybrid table otherwise. :func:`compose_page` then writes a page with
 tables as the page's text lines outside the tables, top to bottom, with each table in its place as
@@ -20,21 +22,27 @@ how its output is chosen and measured.
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from itertools import pairwise
+from dataclasses import dataclass, field, replace
+from itertools import combinations, pairwise
 
 from knowledge.ingest._cost import seconds_left
 from knowledge.ingest._text import clean, one_line
 from knowledge.ingest._text import page_ranges as _pages
 
 log = logging.getLogger("knowledge.ingest.pdf")
+
+#: A horizontal rule on a page: ``(left, right, y)`` in PDF points, y from the page's foot.
+Rule = tuple[float, float, float]
+#: A box on a page: ``(left, bottom, right, top)`` in PDF points, y from the page's foot.
+Box = tuple[float, float, float, float]
 
 #: A page drawing more path objects than this is not searched for tables (a drawing, a map, a
 #: form grid of thousands of tiny cells): lattice detection's cost grows with the lines.
@@ -71,14 +79,37 @@ FILLED = 0.8
 #: ... and when it has at least this share of the columns of the hybrid table it overlaps (hybrid's
 #: text-alignment half adds a column where a long cell's text runs past its ruled cell).
 COLUMNS = 0.9
+#: Points within which two grids side by side have the same top and bottom (one table a missed
+#: vertical rule split: :func:`_camelot` then reads the rules from the drawn page too).
+SAME_EDGE = 2.0
+#: A horizontal rule parts a hybrid table's rows (:func:`_between_rules`) when it crosses at least
+#: this share of the table's width.
+RULE_SPAN = 0.8
 #: A leading or trailing row that is one cell of at least this many words is a caption or a note,
 #: not a row of the table (:func:`_without_captions`).
 CAPTION_WORDS = 4
+#: A first or last column whose cells hold this many words or more on average (a line of a page
+#: column), going on from one to the next in lower case, beside columns of short cells, is a page
+#: column's running text next to the table (:func:`_prose_columns`).
+PROSE_WORDS = 7
 #: Lines of a page's text (a running header, a page number) that may stand after a table that
 #: goes on overleaf, or before its continuation (:func:`continued`).
 EDGE_LINES = 3
+#: ... or the share of the page's height between the table's box and the page's foot (or head):
+#: the text reader may put a page's title after the table it drew first.
+EDGE_SHARE = 0.125
+#: A page's ruled grids spare it the text-alignment parser only when at most this share of its
+#: characters stands outside them (a page of grids, a title and a page number; not a grid beside
+#: text that may hold a table the rules do not draw: :func:`_whole`).
+GRID_SHARE_OUT = 0.1
 #: Lines with cells side by side that make a page worth handing to camelot (:func:`looks_tabular`).
 ALIGNED_LINES = 2
+#: A run of at least this many lines of a table's words, even far from the rest, is the table's
+#: (a column the text reader read apart from its rows).
+LONE_RUN = 3
+#: A word of the page's text this long that is not a word of a table but is found in a row of it
+#: with the spaces taken out counts as the table's (the text reader ran a cell's words together).
+GLUED = 4
 #: Lines of the text between two runs of a table's lines that still count as the table's
 #: (a caption, a unit line the text reader put among the rows).
 GAP = 2
@@ -97,7 +128,8 @@ class PdfTable:
     ``turned``: camelot turned the page upright to read the table (text set sideways).
     ``continues``: the table goes on from the previous page (:func:`continued`): all its rows are
     body rows, written without a header or delimiter row (``header_rows`` is 0); ``absorbed`` are
-    the rows it repeated of the table before (its header), not written again.
+    the rows it repeated of the table before (its header), not written again. ``page_height``: the
+    page's height as shown, in points (0.0: not known).
     """
 
     page: int
@@ -108,6 +140,7 @@ class PdfTable:
     turned: bool = False
     continues: bool = False
     absorbed: tuple[tuple[str, ...], ...] = ()
+    page_height: float = 0.0
 
     @property
     def markdown(self) -> str:
@@ -146,7 +179,8 @@ def continued(before: PdfTable, after: PdfTable) -> PdfTable | None:
         return None
     if not rows:
         return None
-    return PdfTable(after.page, after.bbox, rows, 0, after.method, after.turned, True, tuple(tuple(r) for r in absorbed))
+    absorbed_rows = tuple(tuple(r) for r in absorbed)
+    return PdfTable(after.page, after.bbox, rows, 0, after.method, after.turned, True, absorbed_rows, after.page_height)
 
 
 _DELIMITER = re.compile(r"^\|(?: -{3,} \|)+$")
@@ -208,21 +242,34 @@ def find_tables(
     notes: list[str] = []
     skipped: dict[str, list[int]] = {}
     todo: list[int] = []
+    pictured: set[int] = set()
+    ruled: set[int] = set()
+    rules: dict[int, list[Rule]] = {}
     sizes: dict[int, tuple[float, float]] = {}
     with PDFIUM_LOCK:
         pdf = pdfium.PdfDocument(data, password=password or None)
         try:
+            data, password = _unlocked(pdf, data, password)
             for number in pages:
                 page = pdf[number - 1]
                 try:
                     sizes[number] = (page.get_width(), page.get_height())
-                    reason = _too_large(*sizes[number]) or _too_busy(page)
+                    shapes = _survey(page)  # the page's drawing, looked through once
+                    reason = _too_large(*sizes[number]) or _too_busy(page, shapes)
+                    if reason:
+                        skipped.setdefault(reason, []).append(number)
+                        continue
+                    if shapes.pictured:
+                        pictured.add(number)
+                    if page.get_rotation() == 0:
+                        rules[number] = shapes.rules
+                    tabular, lined = _screen(page, shapes)
+                    if tabular:
+                        todo.append(number)
+                    if lined:
+                        ruled.add(number)
                 finally:
                     page.close()
-                if reason:
-                    skipped.setdefault(reason, []).append(number)
-                elif looks_tabular(pdf, number):
-                    todo.append(number)
         finally:
             pdf.close()
     for reason, numbers in skipped.items():
@@ -240,14 +287,14 @@ def find_tables(
             )
             break
         try:
-            for table in _camelot(data, batch, password):
-                found.setdefault(table.page, []).append(table)
+            for table in _camelot(data, batch, password, ruled, pictured, rules):
+                found.setdefault(table.page, []).append(replace(table, page_height=sizes[table.page][1]))
         except Exception as exc:  # camelot raises many types on odd files; one page at a time then
             log.info("table detection failed on %s (%s); trying page by page", _pages(batch), exc)
             for number in batch:
                 try:
-                    for table in _camelot(data, [number], password):
-                        found.setdefault(table.page, []).append(table)
+                    for table in _camelot(data, [number], password, ruled, pictured, rules):
+                        found.setdefault(table.page, []).append(replace(table, page_height=sizes[table.page][1]))
                 except Exception as one:
                     notes.append(
                         f"page {number}: tables could not be read (the table detector failed on it: {_reason(one)});"
@@ -258,6 +305,21 @@ def find_tables(
     return found, notes
 
 
+def _unlocked(pdf, data: bytes, password: str | None) -> tuple[bytes, str | None]:
+    """``(data, password)`` to hand camelot for the open pypdfium2 document ``pdf`` of ``data``: an
+    encrypted PDF as a copy PDFium saved without its encryption (no password), else as it is.
+    camelot refuses a PDF whose permissions forbid copying its text, which many PDFs opened with
+    an empty password set; the reader reads such a file's text already (pypdf does not enforce the
+    permissions), so its tables are read as well, and camelot need not decrypt each page again."""
+    import pypdfium2.raw as raw  # noqa: PLC0415 - PDFs only
+
+    if raw.FPDF_GetSecurityHandlerRevision(pdf.raw) == -1:  # not encrypted
+        return data, password
+    out = io.BytesIO()
+    pdf.save(out, flags=raw.FPDF_REMOVE_SECURITY)
+    return out.getvalue(), None
+
+
 def _too_large(width: float, height: float) -> str | None:
     """Why a page of ``width × height`` points is not searched for tables, or ``None``."""
     if width * height <= MAX_AREA:
@@ -265,16 +327,11 @@ def _too_large(width: float, height: float) -> str | None:
     return f"the page, {width / 72 * 2.54:.0f} × {height / 72 * 2.54:.0f} cm, is larger than A1 paper"
 
 
-def _too_busy(page) -> str | None:
-    """Why ``page`` (pypdfium2) is not searched for tables, or ``None``."""
-    import pypdfium2.raw as raw  # noqa: PLC0415
-
-    paths = 0
-    for obj in page.get_objects(max_depth=2):
-        if obj.type == raw.FPDF_PAGEOBJ_PATH:
-            paths += 1
-            if paths > MAX_PATHS:
-                return f"it draws more than {MAX_PATHS:,} lines and shapes"
+def _too_busy(page, shapes: _Shapes) -> str | None:
+    """Why ``page`` (pypdfium2; its drawing surveyed in ``shapes``) is not searched for tables, or
+    ``None``."""
+    if shapes.paths > MAX_PATHS:
+        return f"it draws more than {MAX_PATHS:,} lines and shapes"
     textpage = page.get_textpage()
     try:
         chars = textpage.count_chars()
@@ -287,6 +344,47 @@ def _too_busy(page) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class _Shapes:
+    """What a page draws, from one pass over its objects (:func:`_survey`): ``paths`` (counted to
+    one past :data:`MAX_PATHS`), ``pictured`` (an image larger than a twentieth of the page),
+    ``rules`` (horizontal rules: paths wider than 20 points and less than 3 high, as ``(left,
+    right, y)`` in PDF points, y from the page's foot), ``across`` and ``down`` (horizontal and
+    vertical rules, a box counting as two of each)."""
+
+    paths: int = 0
+    pictured: bool = False
+    rules: list[Rule] = field(default_factory=list)
+    across: int = 0
+    down: int = 0
+
+
+def _survey(page) -> _Shapes:
+    """:class:`_Shapes` of ``page`` (pypdfium2). Stops at the path past :data:`MAX_PATHS`."""
+    import pypdfium2.raw as raw  # noqa: PLC0415
+
+    shapes = _Shapes()
+    area = page.get_width() * page.get_height()
+    for obj in page.get_objects(max_depth=2):
+        if obj.type == raw.FPDF_PAGEOBJ_IMAGE:
+            left, bottom, right, top = obj.get_bounds()
+            shapes.pictured = shapes.pictured or (right - left) * (top - bottom) > area / 20
+        elif obj.type == raw.FPDF_PAGEOBJ_PATH:
+            shapes.paths += 1
+            if shapes.paths > MAX_PATHS:
+                break
+            left, bottom, right, top = obj.get_bounds()
+            w, h = right - left, top - bottom
+            if w > 20 and h < 3:
+                shapes.across += 1
+                shapes.rules.append((left, right, (top + bottom) / 2))
+            elif h > 10 and w < 3:
+                shapes.down += 1
+            elif w > 5 and h > 5:
+                shapes.across, shapes.down = shapes.across + 2, shapes.down + 2
+    return shapes
+
+
 def looks_tabular(pdf, number: int) -> bool:
     """Whether page ``number`` (1-based) of the pypdfium2 document ``pdf`` may hold a table: a
     cheap screen (a few milliseconds) so that pages of prose are not handed to camelot.
@@ -296,31 +394,39 @@ def looks_tabular(pdf, number: int) -> bool:
     rules, or two horizontal and two vertical ones (a box counts as both). Hold
     :data:`~knowledge.ingest._pdfium.PDFIUM_LOCK` while calling.
     """
-    import pypdfium2.raw as raw  # noqa: PLC0415
+    return screen(pdf, number)[0]
 
+
+def screen(pdf, number: int) -> tuple[bool, bool]:
+    """``(tabular, ruled)`` for page ``number`` (1-based) of the pypdfium2 document ``pdf``:
+    ``tabular`` as :func:`looks_tabular`; ``ruled``: the page draws at least two horizontal and
+    two vertical rules (a box counts as both), so a grid of ruling lines may be on it. Hold
+    :data:`~knowledge.ingest._pdfium.PDFIUM_LOCK` while calling.
+    """
     page = pdf[number - 1]
     try:
-        across = down = 0
-        for obj in page.get_objects(max_depth=2):
-            if obj.type != raw.FPDF_PAGEOBJ_PATH:
-                continue
-            left, bottom, right, top = obj.get_bounds()
-            w, h = right - left, top - bottom
-            if w > 20 and h < 3:
-                across += 1
-            elif h > 10 and w < 3:
-                down += 1
-            elif w > 5 and h > 5:
-                across, down = across + 2, down + 2
-            if across >= 3 or (across >= 2 and down >= 2):
-                return True
-        textpage = page.get_textpage()
-        try:
-            rects = [textpage.get_rect(i) for i in range(textpage.count_rects())]
-        finally:
-            textpage.close()
+        return _screen(page, _survey(page))
     finally:
         page.close()
+
+
+def _text_runs(page) -> list[Box]:
+    """The boxes of the runs of text on an open pypdfium2 ``page`` (PDFium's text rectangles: the
+    characters of one line set together), as ``(left, bottom, right, top)`` in PDF points."""
+    textpage = page.get_textpage()
+    try:
+        return [textpage.get_rect(i) for i in range(textpage.count_rects())]
+    finally:
+        textpage.close()
+
+
+def _screen(page, shapes: _Shapes) -> tuple[bool, bool]:
+    """:func:`screen` of an open ``page`` whose drawing is surveyed in ``shapes``."""
+    if shapes.across >= 2 and shapes.down >= 2:
+        return True, True
+    if shapes.across >= 3:
+        return True, False
+    rects = _text_runs(page)
     lines: list[tuple[float, list]] = []  # (middle, runs)
     for r in sorted((r for r in rects if r[2] > r[0] and r[3] > r[1]), key=lambda r: (-(r[1] + r[3]) / 2, r[0])):
         mid, height = (r[1] + r[3]) / 2, r[3] - r[1]
@@ -335,50 +441,326 @@ def looks_tabular(pdf, number: int) -> bool:
         if any(b[0] - a[2] >= height for a, b in pairwise(runs)):
             aligned += 1
             if aligned >= ALIGNED_LINES:
-                return True
-    return False
+                return True, False
+    return False, False
 
 
-def _camelot(data: bytes, pages: list[int], password: str | None) -> list[PdfTable]:
-    """camelot's tables on ``pages``: lattice grids where complete, hybrid tables elsewhere."""
+def _camelot(
+    data: bytes,
+    pages: list[int],
+    password: str | None,
+    ruled: set[int],
+    pictured: set[int],
+    rules: dict[int, list[Rule]],
+) -> list[PdfTable]:
+    """camelot's tables on ``pages``: lattice grids where complete, hybrid tables elsewhere.
+    ``ruled``: the pages that draw a grid's worth of rules (:func:`screen`); ``pictured``: the
+    pages that draw images (their rules may be pictures). Lattice runs only on those. ``rules``:
+    each page's horizontal rules (:func:`_rules`), by which hybrid tables' wrapped cells are joined."""
     import camelot  # noqa: PLC0415 - heavy (pandas, OpenCV), PDFs only
 
-    spec = ",".join(str(n) for n in pages)
     with _quiet():
-        # hybrid's lattice half reads the ruling lines from the vector graphics (no rendering)
-        hybrid = camelot.read_pdf(
-            data,
-            pages=spec,
-            flavor="hybrid",
-            password=password,
-            suppress_stdout=True,
-            engine="vector",
-            layout_kwargs=_LAYOUT,
-        )
-        ruled = ",".join(str(n) for n in sorted({int(t.page) for t in hybrid}))  # lattice where hybrid found one
-        lattice = (
+        # lattice first on the ruled pages, from the vector graphics (no rendering); then drawn and
+        # seen (OpenCV) where the vector rules may be incomplete: a grid with a cell open on an
+        # inner side (a rule drawn as shapes the vector reading misses: :func:`_open_inside`), grids
+        # side by side with the same top and bottom (a missed rule split a table)
+        vector = _read(camelot, data, sorted(set(pages) & ruled), password, "vector")
+        early = {int(t.page) for t in vector if _open_inside(t) == "bottom"}
+        early |= _parted(data, password, [t for t in vector if _open_inside(t) == "right"])
+        early |= {int(a.page) for a, b in combinations(vector, 2) if a.page == b.page and _side_by_side(a, b)}
+        lattice = [t for t in vector if int(t.page) not in early]
+        lattice += _read(camelot, data, sorted(early), password, "combined")
+        whole = _whole(data, password, lattice, pictured)
+        # then hybrid (its lattice half from the vector graphics too) on the other pages: a page
+        # whose complete grids hold all its text set in columns has no table hybrid would add
+        rest = [n for n in pages if n not in whole]
+        hybrid = (
             camelot.read_pdf(
-                data, pages=ruled, flavor="lattice", password=password, suppress_stdout=True, layout_kwargs=_LAYOUT
+                data,
+                pages=",".join(str(n) for n in rest),
+                flavor="hybrid",
+                password=password,
+                suppress_stdout=True,
+                engine="vector",
+                layout_kwargs=_LAYOUT,
             )
-            if ruled
+            if rest
             else []
         )
+        # the grids count on the pages where a table was found; drawn and seen too where a grid
+        # has fewer columns than the text shows, or no grid is found on a page with pictures (rules
+        # drawn as an image)
+        tabled = {int(t.page) for t in hybrid} | whole
+        hs = {
+            n: [h for h in (_table(t, "hybrid", rules.get(n, ())) for t in hybrid if int(t.page) == n) if h is not None]
+            for n in pages
+        }
+        converted = [(t, _table(t, "lattice")) for t in lattice if int(t.page) in tabled]  # each grid once
+        grids = [g for _, g in converted if g is not None]
+        late = (tabled & pictured) - {g.page for g in grids}
+        late |= {g.page for g in grids if _choose(hs[g.page], [g])[1]}
+        late -= early  # drawn already
+        kept = [g for t, g in converted if g is not None and int(t.page) not in late]
+        if late:
+            drawn = _read(camelot, data, sorted(late), password, "combined")
+            kept += [g for g in (_table(t, "lattice") for t in drawn) if g is not None]
+        # a page with rules across and no table found: a table ruled only across, which the
+        # whitespace parser reads (:func:`_ruled_band` keeps what stands between the rules)
+        bare = [n for n in pages if not hs[n] and len(rules.get(n, ())) >= 2 and not any(g.page == n for g in kept)]
+        if bare:
+            spaced = camelot.read_pdf(
+                data,
+                pages=",".join(str(n) for n in bare),
+                flavor="stream",
+                password=password,
+                suppress_stdout=True,
+                layout_kwargs=_LAYOUT,
+            )
+            for t in spaced:
+                found = _table(t, "stream", rules.get(int(t.page), ()))
+                if found is not None and len(found.rows[0]) >= 3:
+                    hs[found.page].append(found)
     out: list[PdfTable] = []
     for number in pages:
-        hs = [h for h in (_table(t, "hybrid") for t in hybrid if int(t.page) == number) if h is not None]
-        ls = [g for g in (_table(t, "lattice") for t in lattice if int(t.page) == number) if g is not None]
-        chosen: list[PdfTable] = []
-        replaced: set[int] = set()
-        for grid in ls:  # _table kept only lattice grids at least FILLED filled
-            over = [k for k, h in enumerate(hs) if _overlap(grid.bbox, h.bbox) > 0.5]
-            widest = max((len(hs[k].rows[0]) for k in over), default=0)
-            if len(grid.rows[0]) < COLUMNS * widest:  # the rules miss columns the text shows
-                continue
-            chosen.append(grid)
-            replaced.update(over)
-        chosen += [h for k, h in enumerate(hs) if k not in replaced]
-        out += _without_unions(chosen)
+        out += _without_unions(_choose(hs[number], [g for g in kept if g.page == number])[0])
     return out
+
+
+def _whole(data: bytes, password: str | None, lattice: list, pictured: set[int]) -> set[int]:
+    """The pages whose tables are all camelot's lattice grids of ``lattice`` (read from the vector
+    graphics, or the page drawn), so that hybrid need not read them: each grid there complete
+    (:func:`_table`), no body cell open on its bottom and one open on its right only where it is a
+    merged cell (:func:`_open_inside`, :func:`_apart`), no two grids side by side (:func:`_side_by_side`),
+    no cell holding two texts set a wide gap apart on a line (a vertical rule the grid lacks), and
+    fewer than :data:`ALIGNED_LINES` lines outside the grids with runs of text a line's height
+    apart (an unruled table beside the grids). Upright pages without pictures only (``pictured``:
+    their rules may be an image); read from PDFium's character boxes."""
+    pages: dict[int, list] = {}
+    for t in lattice:
+        pages.setdefault(int(t.page), []).append(t)
+    candidates = [
+        n
+        for n, ts in pages.items()
+        if n not in pictured
+        and all(
+            _table(t, "lattice") is not None and _open_inside(t) != "bottom" and not getattr(t, "rotation", "") for t in ts
+        )
+        and not any(_side_by_side(a, b) for a, b in combinations(ts, 2))
+    ]
+    out: set[int] = set()
+    for n, boxes in _char_boxes(data, password, candidates).items():
+        if boxes is None:
+            continue
+        merged = all(  # a cell open on its right is a merged cell's, not two cells' (:func:`_apart`)
+            not _apart(cell, row[j + 1], boxes)
+            for t in pages[n]
+            for row in t.cells[2:]
+            for j, cell in enumerate(row[:-1])
+            if not cell.right
+        )
+        if merged and _grids_hold_the_columns(pages[n], boxes):
+            out.add(n)
+    return out
+
+
+def _char_boxes(data: bytes, password: str | None, pages: Sequence[int]) -> dict[int, list[Box] | None]:
+    """PDFium's character boxes of ``pages`` (1-based) of the PDF ``data``, in PDFium's order, as
+    ``(left, bottom, right, top)`` PDF points: loose boxes (the font's height, the same for every
+    character of a line). ``None`` for a page turned by its ``/Rotate`` (its boxes are not in the
+    coordinates camelot gives)."""
+    if not pages:
+        return {}
+    import pypdfium2 as pdfium  # noqa: PLC0415 - PDFs only
+
+    from knowledge.ingest._pdfium import PDFIUM_LOCK  # noqa: PLC0415
+
+    out: dict[int, list[Box] | None] = {}
+    with PDFIUM_LOCK:
+        pdf = pdfium.PdfDocument(data, password=password or None)
+        try:
+            for n in dict.fromkeys(pages):
+                page = pdf[n - 1]
+                try:
+                    if page.get_rotation() != 0:
+                        out[n] = None
+                        continue
+                    textpage = page.get_textpage()
+                    try:
+                        out[n] = [textpage.get_charbox(i, loose=True) for i in range(textpage.count_chars())]
+                    finally:
+                        textpage.close()
+                finally:
+                    page.close()
+        finally:
+            pdf.close()
+    return out
+
+
+def _grids_hold_the_columns(grids: list, boxes: Sequence[Box]) -> bool:
+    """Whether the character ``boxes`` of a page (PDF points, in PDFium's order) stand in camelot's
+    lattice ``grids`` but for at most :data:`GRID_SHARE_OUT` of them, leaving fewer than
+    :data:`ALIGNED_LINES` lines with a gap of a line's height or more outside, and no line inside
+    one of their cells with a gap of two lines' height or more."""
+    cells = [c for t in grids for row in t.cells for c in row]
+    frames = [
+        (
+            min(c.x1 for row in t.cells for c in row),
+            min(c.y1 for row in t.cells for c in row),
+            max(c.x2 for row in t.cells for c in row),
+            max(c.y2 for row in t.cells for c in row),
+        )
+        for t in grids
+    ]
+    outside: dict[int, list[Box]] = {}
+    inside: dict[tuple[int, int], list[Box]] = {}
+    for box, line in zip(boxes, _line_numbers(boxes), strict=True):
+        x0, y0, x1, y1 = box
+        if x1 <= x0 or y1 <= y0:
+            continue
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        if not any(fx0 - 2 <= cx <= fx1 + 2 and fy0 - 2 <= cy <= fy1 + 2 for fx0, fy0, fx1, fy1 in frames):
+            outside.setdefault(line, []).append(box)
+            continue
+        for k, c in enumerate(cells):
+            if c.x1 <= cx <= c.x2 and c.y1 <= cy <= c.y2:
+                inside.setdefault((k, line), []).append(box)
+                break
+    aligned = sum(1 for line in outside.values() if _gap(line, 1.0))
+    left_out = sum(len(line) for line in outside.values())
+    held = sum(len(line) for line in inside.values())
+    return (
+        left_out <= GRID_SHARE_OUT * (left_out + held)
+        and aligned < ALIGNED_LINES
+        and not any(_gap(line, 2.0) for line in inside.values())
+    )
+
+
+def _line_numbers(boxes: Sequence[Box]) -> list[int]:
+    """A line number for each of the character ``boxes`` (in PDFium's order, the order they are
+    drawn in): a character starts a new line when its middle stands more than half its height off
+    the line's (a superscript, the next line, a cell drawn after another)."""
+    out: list[int] = []
+    number, mid = -1, None
+    for _, y0, _, y1 in boxes:
+        middle, half = (y0 + y1) / 2, max(y1 - y0, 0.1) / 2
+        if mid is None or abs(middle - mid) > half:
+            number, mid = number + 1, middle
+        out.append(number)
+    return out
+
+
+def _gap(line: list[Box], lines: float) -> bool:
+    """Whether the character boxes of one ``line`` leave a gap of ``lines`` times its height or more."""
+    line.sort(key=lambda b: b[0])
+    height = max(b[3] - b[1] for b in line)
+    return any(b[0] - a[2] >= lines * height for a, b in pairwise(line))
+
+
+def _choose(hs: list[PdfTable], grids: list[PdfTable]) -> tuple[list[PdfTable], bool]:
+    """``(tables, narrow)`` for one page: each lattice grid of ``grids`` (kept by :func:`_table`: at
+    least :data:`FILLED` filled) in place of the hybrid tables of ``hs`` it overlaps, the other
+    hybrid tables as they are. A grid with fewer than :data:`COLUMNS` of the columns of the widest
+    hybrid table it overlaps is not taken (its rules miss columns the text shows); ``narrow`` says
+    one was left."""
+    chosen: list[PdfTable] = []
+    replaced: set[int] = set()
+    narrow = False
+    for grid in grids:
+        over = [k for k, h in enumerate(hs) if _overlap(grid.bbox, h.bbox) > 0.5]
+        widest = max((len(hs[k].rows[0]) for k in over), default=0)
+        if len(grid.rows[0]) < COLUMNS * widest:
+            narrow = True
+            continue
+        chosen.append(grid)
+        replaced.update(over)
+    return chosen + [h for k, h in enumerate(hs) if k not in replaced], narrow
+
+
+def _side_by_side(a, b) -> bool:
+    """Whether camelot's tables ``a`` and ``b`` (of one page) have the same top and bottom (within
+    :data:`SAME_EDGE` points) and do not overlap across."""
+    (ax0, _), (_, ax1), (bx0, _), (_, bx1) = a.cols[0], a.cols[-1], b.cols[0], b.cols[-1]
+    same = abs(a.rows[0][0] - b.rows[0][0]) <= SAME_EDGE and abs(a.rows[-1][1] - b.rows[-1][1]) <= SAME_EDGE
+    return same and (ax1 <= bx0 or bx1 <= ax0)
+
+
+def _read(camelot, data: bytes, pages: list[int], password: str | None, engine: str) -> list:
+    """camelot's lattice tables on ``pages`` (none when empty), its ruling lines read by ``engine``:
+    ``"vector"`` from the page's vector graphics, ``"combined"`` from the page drawn at 300 dpi too.
+    A run of text that crosses a rule is split there (``split_text``): the layout analysis joins
+    two cells' words into one line when they sit close (a date and an amount), and the rule is
+    where one cell ends."""
+    if not pages:
+        return []
+    spec = ",".join(str(n) for n in pages)
+    return list(
+        camelot.read_pdf(
+            data,
+            pages=spec,
+            flavor="lattice",
+            password=password,
+            suppress_stdout=True,
+            engine=engine,
+            split_text=True,
+            layout_kwargs=_LAYOUT,
+        )
+    )
+
+
+def _open_inside(t) -> str | None:
+    """Whether camelot's lattice table ``t`` has a body cell (below its first two rows, where merged
+    header cells are) open inside the table, where the vector reading may have missed a rule:
+    ``"bottom"`` when one is open on its bottom side, else ``"right"`` when one is open on its
+    right side (:func:`_parted` tells a missed rule from a merged cell), else ``None``."""
+    cells = t.cells
+    right = False
+    for i in range(2, len(cells)):
+        row = cells[i]
+        for j, cell in enumerate(row):
+            if i < len(cells) - 1 and not cell.bottom:
+                return "bottom"
+            right = right or (j < len(row) - 1 and not cell.right)
+    return "right" if right else None
+
+
+def _parted(data: bytes, password: str | None, tables: list) -> set[int]:
+    """The pages of camelot's lattice ``tables`` (each with a body cell open on its right side) where
+    such a cell and the one beside it hold two texts set apart on one line -- a gap of a line's
+    height or more at their common edge, no word across it: two cells a missed rule joins. A merged
+    cell's text crosses the cells it spans, or stands in its first cell only. Read from PDFium's
+    character boxes; a turned page counts as parted (its boxes are not the table's coordinates)."""
+    boxes = _char_boxes(data, password, [int(t.page) for t in tables if not getattr(t, "rotation", "")])
+    out: set[int] = set()
+    for t in tables:
+        number, cells = int(t.page), t.cells
+        page = boxes.get(number)
+        if page is None or any(
+            _apart(cell, row[j + 1], page) for row in cells[2:] for j, cell in enumerate(row[:-1]) if not cell.right
+        ):
+            out.add(number)
+    return out
+
+
+def _apart(left, right, boxes: Sequence[Box]) -> bool:
+    """Whether the characters ``boxes`` (``(left, bottom, right, top)``, PDF points) in the band of
+    camelot cells ``left`` and ``right`` stand on both sides of their common edge with a gap of at
+    least a character's height there on some line, and run across it on none."""
+    edge, low, high = left.x2, min(left.y1, left.y2), max(left.y1, left.y2)
+    lines: dict[int, list[float]] = {}  # a line: [right end left of the edge, left end right of it, height]
+    for (x0, y0, x1, y1), number in zip(boxes, _line_numbers(boxes), strict=True):
+        mid = (y0 + y1) / 2
+        if x1 <= x0 or not (low <= mid <= high) or x1 <= left.x1 or x0 >= right.x2:
+            continue
+        line = lines.setdefault(number, [-1e9, 1e9, 0.0])
+        line[2] = max(line[2], y1 - y0)
+        if (x0 + x1) / 2 < edge:
+            line[0] = max(line[0], x1)
+        else:
+            line[1] = min(line[1], x0)
+    both = [(a, b, h) for a, b, h in lines.values() if a > -1e9 and b < 1e9]
+    if any(b - a < h for a, b, h in both):
+        return False  # text runs on across the edge: a merged cell's
+    return bool(both) or (any(a > -1e9 for a, _, _ in lines.values()) and any(b < 1e9 for _, b, _ in lines.values()))
 
 
 class RecordCollector(logging.Handler):
@@ -422,21 +804,42 @@ def _quiet() -> Iterator[None]:
         log.info("table detection: %s: %s", w.category.__name__, w.message)
 
 
-def _table(t, method: str) -> PdfTable | None:
+def _table(t, method: str, rules: Sequence[Rule] = ()) -> PdfTable | None:
     """A camelot table as a :class:`PdfTable`, or ``None`` when it is not a table (fewer than two
     rows or two columns with text; running text in columns; a lattice grid less than
     :data:`FILLED` filled). Captions and notes above and under it are left out, and the lines of
-    multi-line header cells merged (:func:`_without_captions`, :func:`_merge_header_fragments`)."""
+    multi-line header cells merged (:func:`_without_captions`, :func:`_merge_header_fragments`).
+    ``rules``: the page's horizontal rules, by which a hybrid table's wrapped cells are joined
+    (:func:`_between_rules`)."""
     rows = [[_cell(c) for c in row] for row in t.df.values.tolist()]
-    rows = [r for r in rows if any(r)]
-    keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
-    rows = [[r[j] if j < len(r) else "" for j in keep] for r in rows]
+    spans = list(range(len(rows)))  # the camelot rows each row of ``rows`` comes from (for the box)
+    if method == "stream":  # only a table between rules is taken from the whitespace parser
+        band = _ruled_band(t, rules)
+        if band is None:
+            return None
+        spans = band
+        rows = [rows[i] for i in band]
+    elif method == "hybrid" and rules and not getattr(t, "rotation", ""):
+        joined = _between_rules(rows, t, rules)
+        if len(joined) != len(rows):
+            spans = []  # rows joined: the box stays the whole table's
+        rows = joined
+    prose = _prose_columns(rows)
+    width = max((len(r) for r in rows), default=0)
+    keep = [j for j in range(width) if j not in prose and any(j < len(r) and r[j] for r in rows)]
+    kept = [(i, [r[j] if j < len(r) else "" for j in keep]) for i, r in enumerate(rows)]
+    kept = [(i, r) for i, r in kept if any(r)]
+    spans = [spans[i] for i, _ in kept] if spans else []
+    rows = [r for _, r in kept]
     if method == "lattice" and _filled(rows) < FILLED:  # the rules did not separate the cells
         return None
     rows = _merge_header_fragments(_without_captions(rows))
     if len(rows) < 2 or len(keep) < 2 or is_running_text(rows):
         return None
-    cells = [c for row in t.cells for c in row]
+    # the box of the cells taken: the rows kept (all when rows were joined) and the columns kept
+    cells = [c for i, row in enumerate(t.cells) if not spans or i in spans for j, c in enumerate(row) if j in keep] or [
+        c for row in t.cells for c in row
+    ]
     x0, x1 = min(c.x1 for c in cells), max(c.x2 for c in cells)
     y0, y1 = min(c.y1 for c in cells), max(c.y2 for c in cells)
     size = getattr(t, "pdf_size", None)
@@ -444,6 +847,95 @@ def _table(t, method: str) -> PdfTable | None:
     bbox = (round(x0, 2), round(height - y1, 2), round(x1, 2), round(height - y0, 2))
     turned = bool(getattr(t, "rotation", ""))
     return PdfTable(int(t.page), bbox, rows, _header_rows(rows), method, turned)
+
+
+def _prose_columns(rows: list[list[str]]) -> set[int]:
+    """The first or last columns of ``rows`` that are a page column's running text beside the
+    table, not the table's (a table in one column of a two-column page, read with the other
+    column's lines as one more column): at least five cells, of :data:`PROSE_WORDS` words or more
+    on average (a page column's line), at least half of them going on in lower case from the one
+    before, while the other columns' cells hold three words or fewer on average. Only while the
+    rest keeps two columns."""
+    width = max((len(r) for r in rows), default=0)
+    out: set[int] = set()
+    for ends in (range(width), range(width - 1, -1, -1)):
+        for j in ends:
+            if width - len(out) <= 2:
+                return out
+            filled = [r[j] for r in rows if j < len(r) and r[j]]
+            others = [c for r in rows for k, c in enumerate(r) if c and k != j and k not in out]
+            if len(filled) < 5 or not others:
+                break
+            words = sum(len(c.split()) for c in filled)
+            goes_on = sum(1 for _, b in pairwise(filled) if b[0].islower())
+            short = sum(len(c.split()) for c in others) <= 3 * len(others)
+            if words < PROSE_WORDS * len(filled) or goes_on < 0.5 * (len(filled) - 1) or not short:
+                break
+            out.add(j)
+    return out
+
+
+def _ruled_band(t, rules: Sequence[Rule]) -> list[int] | None:
+    """The rows of camelot's table ``t`` (indexes, top to bottom) between the first and the last
+    horizontal rule that cross at least :data:`RULE_SPAN` of its rows' width, or ``None`` when
+    fewer than two such rules bound two rows or more: a table ruled only across (above and under
+    its header, under its last row: the style of scientific papers) that the text-alignment parser
+    misses, found by the whitespace parser, whose lines above the first rule (a caption) and under
+    the last (a note, a page column's prose) are not the table's."""
+    if getattr(t, "rotation", ""):
+        return None
+    x0, x1 = t.cols[0][0], t.cols[-1][1]
+    top, bottom = t.rows[0][0], t.rows[-1][1]
+    line = (top - bottom) / len(t.rows)  # a rule under the last row may stand a line below its text
+    across = [
+        y
+        for left, right, y in rules
+        if bottom - line <= y <= top + line and min(right, x1) - max(left, x0) >= RULE_SPAN * (x1 - x0)
+    ]
+    if len(across) < 2:
+        return None
+    high, low = max(across), min(across)
+    band = [i for i, (row_top, row_bottom) in enumerate(t.rows) if low <= (row_top + row_bottom) / 2 <= high]
+    return band if len(band) >= 2 else None
+
+
+def _between_rules(rows: list[list[str]], t, rules: Sequence[Rule]) -> list[list[str]]:
+    """``rows`` (camelot table ``t``'s, top to bottom) with the lines of wrapped cells joined where
+    horizontal rules part the rows: a table ruled between its rows only (no vertical rules, so not
+    a lattice grid) whose cells run over several lines, which the text-alignment parser reads as
+    one row a line. Rules count when they cross at least :data:`RULE_SPAN` of the table's width,
+    at least three of them; the rows between two of them are one row when every row after the
+    first has fewer filled cells than the first (the lines of its wrapped cells; full rows between
+    two rules, as in a table ruled only above and below its header, stay rows)."""
+    x0, x1 = t.cols[0][0], t.cols[-1][1]
+    top, bottom = t.rows[0][0], t.rows[-1][1]
+    ys = sorted(
+        (
+            y
+            for left, right, y in rules
+            if min(right, x1) - max(left, x0) >= RULE_SPAN * (x1 - x0) and bottom - 2 <= y <= top + 2
+        ),
+        reverse=True,
+    )
+    if len(ys) < 3 or len(t.rows) != len(rows):
+        return rows
+    bands: list[list[list[str]]] = []
+    last = None
+    for (row_top, row_bottom), row in zip(t.rows, rows, strict=True):
+        band = sum(1 for y in ys if y > (row_top + row_bottom) / 2)
+        if band == last:
+            bands[-1].append(row)
+        else:
+            bands.append([row])
+        last = band
+    out: list[list[str]] = []
+    for band_rows in bands:
+        first = sum(1 for c in band_rows[0] if c)
+        if len(band_rows) > 1 and first >= 2 and all(sum(1 for c in r if c) < first for r in band_rows[1:]):
+            out.append([" ".join(r[j] for r in band_rows if r[j]) for j in range(len(band_rows[0]))])
+        else:
+            out.extend(band_rows)
+    return out
 
 
 def _without_unions(tables: list[PdfTable]) -> list[PdfTable]:
@@ -460,14 +952,19 @@ def _area(t: PdfTable) -> float:
     return (t.bbox[2] - t.bbox[0]) * (t.bbox[3] - t.bbox[1])
 
 
+#: A cell that names a table: "Table 3", "Table 3 (continued)", "TABLE IV.", "Tab. 2:".
+_TABLE_NAME = re.compile(r"(?i)^(table|tab\.)\s*([0-9]+[a-z]?|[ivxlc]+)\b[.:]?(\s*\((cont(inued|\.|'d))\))?\s*$")
+
+
 def _without_captions(rows: list[list[str]]) -> list[list[str]]:
     """``rows`` less the leading and trailing rows that are a single cell of :data:`CAPTION_WORDS`
-    words or more: a caption above the table ("Table 7. Revenue by region, 2003-2007") or a note
-    under it, which the page's text keeps as text."""
+    words or more, or a single cell naming a table ("Table 3 (continued)", "TABLE II"): a caption
+    above the table ("Table 7. Revenue by region, 2003-2007") or a note under it, which the page's
+    text keeps as text."""
 
     def caption(row: list[str]) -> bool:
         filled = [c for c in row if c]
-        return len(filled) == 1 and len(filled[0].split()) >= CAPTION_WORDS
+        return len(filled) == 1 and (len(filled[0].split()) >= CAPTION_WORDS or bool(_TABLE_NAME.match(filled[0])))
 
     while rows and caption(rows[0]):
         rows = rows[1:]
@@ -497,7 +994,36 @@ def _merge_header_fragments(rows: list[list[str]]) -> list[list[str]]:
 
 
 def _cell(value) -> str:
-    return one_line(clean(str(value), form="NFKC")) if value is not None else ""
+    """A camelot cell's text on one line, NFKC-normalised, right-to-left script in logical order."""
+    if value is None:
+        return ""
+    text = str(value)
+    if _RTL.search(text):
+        text = "\n".join(logical_order(line) for line in text.split("\n"))
+    return one_line(clean(text, form="NFKC"))
+
+
+#: Hebrew, Arabic, Syriac, Thaana, NKo, Samaritan, Mandaic letters and their presentation forms.
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+
+
+def logical_order(line: str) -> str:
+    """One line of text read from a PDF in the order its characters are drawn, left to right (as
+    camelot gives a cell: Hebrew and Arabic come out back to front), in logical order, the order a
+    person types and searches it in: right-to-left runs turned round, numbers and Latin words in
+    them kept left to right; a line with no right-to-left letter is returned as it is.
+
+    The Unicode Bidirectional Algorithm (UAX #9) by python-bidi: drawing order is what the
+    algorithm makes of logical order, and for the two levels a line of a table has (right-to-left
+    words, left-to-right numbers and words in them) making it again gives the logical order back.
+    Presentation forms (Arabic letters as drawn) are turned round before NFKC would split a
+    ligature into two letters in drawing order.
+    """
+    if not _RTL.search(line):
+        return line
+    from bidi import get_display  # noqa: PLC0415 - PDFs with right-to-left tables only
+
+    return get_display(line)
 
 
 _NUMBER = re.compile(r"^[\s(+\-−–$€£¥%]*\d[\d\s.,:/%)]*[A-Za-z%]{0,3}$")
@@ -571,40 +1097,61 @@ def compose_page(text: str, tables: list[PdfTable]) -> str:
     replaced by the table as Markdown, in the table's place.
 
     A line belongs to a table when it has words and every one of them (letters and digits,
-    case-folded) is a word of the table's cells. The longest run of such lines is the table's
-    anchor; runs of such lines at most :data:`GAP` lines from the anchor's run join it (a row the
-    reader set apart). Those lines are removed and the table is written where the first of them was.
-    A table with no line of the text (a font the text reader could not decode) goes after the text.
-    Lines elsewhere on the page that repeat a cell's words are kept: the page's prose stays whole.
+    case-folded) is a word of the table's cells, or, at least :data:`GLUED` long, is found in one of
+    its rows with the spaces taken out (the text reader ran two words of a cell, or of two cells,
+    together). Blank lines do not part a run of such lines. The run with the most words is the
+    table's anchor; runs at most :data:`GAP` lines from it join it (a row the reader set apart),
+    and so does any run of at least :data:`LONE_RUN` such lines (a column the reader read apart
+    from its rows). Those lines are removed and the table is written where the anchor's first
+    line was; a table going on from the page before (:attr:`PdfTable.continues`), at the page's
+    head. A table with no line of the text (a font the text reader could not decode) goes after
+    the text. Shorter runs elsewhere on the page that repeat a cell's words are kept: the
+    page's prose stays whole.
     """
     lines = text.split("\n")
+    words = [_words(line) for line in lines]
     taken = [False] * len(lines)
     place: dict[int, list[str]] = {}  # line index -> tables written before it
     tail: list[str] = []
     for table in tables:
-        bag = {w for row in [*table.rows, *table.absorbed] for cell in row for w in _words(cell)}
-        member = [not taken[i] and bool(ws) and all(w in bag for w in ws) for i, ws in enumerate(map(_words, lines))]
+        rows = [*table.rows, *table.absorbed]
+        bag = {w for row in rows for cell in row for w in _words(cell)}
+        # a cell's words run together: the text reader joined a cell's two lines, or two cells
+        squashed = "\n".join("".join(w for cell in row for w in _words(cell)) for row in rows)
+
+        member = [
+            not taken[i] and bool(ws) and all(w in bag or (len(w) >= GLUED and w in squashed) for w in ws)
+            for i, ws in enumerate(words)
+        ]
         runs: list[list[int]] = []
         for i, m in enumerate(member):
             if m:
-                if runs and runs[-1][1] == i - 1:
+                blank = runs and all(not words[k] for k in range(runs[-1][1] + 1, i))  # only blank lines between
+                if runs and (runs[-1][1] == i - 1 or blank):
                     runs[-1][1] = i
                 else:
                     runs.append([i, i])
         if not runs:
             tail.append(table.markdown)
             continue
-        anchor = max(runs, key=lambda r: sum(len(_words(lines[k])) for k in range(r[0], r[1] + 1)))
+        anchor = max(runs, key=lambda r: sum(len(words[k]) for k in range(r[0], r[1] + 1)))
         first, last = anchor
         for r in runs:  # runs near the anchor, outward
             if r[1] < first and first - r[1] - 1 <= GAP:
                 first = r[0]
             elif r[0] > last and r[0] - last - 1 <= GAP:
                 last = r[1]
-        chosen = [k for r in runs for k in range(r[0], r[1] + 1) if first <= k <= last]
+        chosen = [
+            k
+            for r in runs
+            for k in range(r[0], r[1] + 1)
+            if member[k] and (first <= k <= last or sum(member[r[0] : r[1] + 1]) >= LONE_RUN)
+        ]
         for k in chosen:
             taken[k] = True
-        place.setdefault(chosen[0], []).append(table.markdown)
+        # a table going on from the page before starts the page, whatever the text reader put first
+        at = 0 if table.continues else min(k for k in chosen if first <= k <= last)
+        place.setdefault(at, []).append(table.markdown)
     blocks: list[str] = []
     current: list[str] = []
     for i, line in enumerate(lines):

@@ -278,13 +278,17 @@ class Builder:
         if char_start < header_end < char_end <= self._length:
             self._tables.append(Table(char_start, header_end, char_end, page, bbox))
 
-    def extend_last_table(self, char_end: int) -> bool:
+    def extend_last_table(
+        self, char_end: int, page: int | None = None, bbox: tuple[float, float, float, float] | None = None
+    ) -> bool:
         """Make the last recorded table end at ``char_end`` (a table that goes on over a page
-        break); ``False`` when there is none or ``char_end`` is not past its end."""
+        break), its box on ``page`` being ``bbox`` when given; ``False`` when there is none or
+        ``char_end`` is not past its end."""
         if not self._tables or not (self._tables[-1].char_end < char_end <= self._length):
             return False
         last = self._tables[-1]
-        self._tables[-1] = Table(last.char_start, last.header_end, char_end, last.page, last.bbox)
+        overleaf = (*last.overleaf, (page, bbox)) if page is not None and bbox is not None else last.overleaf
+        self._tables[-1] = Table(last.char_start, last.header_end, char_end, last.page, last.bbox, overleaf)
         return True
 
     @property

@@ -35,6 +35,7 @@ import numpy as np
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument
 from knowledge.ingest.document import Document, Table
+from knowledge.text.tables import compact_header
 
 #: The spec's default chunking ("OpenAI-style 800/400"), in tokens.
 SPEC_MAX_TOKENS = 800
@@ -184,7 +185,7 @@ def chunk_document(
                 )
             if on_progress is not None and len(document.text) > WINDOW_CHARS:
                 on_progress(min(1.0, (section.char_start + offset + len(piece)) / len(document.text)))
-    if any(t.bbox is not None for t in document.tables):
+    if any(t.boxes() for t in document.tables):
         chunks = _with_table_boxes(chunks, document.tables)
     return ChunkResult(chunks, plan, list(plan.notes))
 
@@ -192,7 +193,7 @@ def chunk_document(
 def _with_table_boxes(chunks: list[TextChunk], tables: list[Table]) -> list[TextChunk]:
     """``chunks`` with :attr:`TextChunk.table_bbox` set where their span overlaps tables that have a
     box on the chunk's page (the union of those boxes)."""
-    boxed = sorted((t.char_start, t.char_end, t.page, t.bbox) for t in tables if t.bbox is not None)
+    boxed = sorted((t.char_start, t.char_end, page, bbox) for t in tables for page, bbox in t.boxes())
     starts = [b[0] for b in boxed]
     longest = max(b[1] - b[0] for b in boxed)
     out = []
@@ -231,7 +232,7 @@ def _header_finder(
 
     def header_of(t: Table) -> tuple[str, int]:
         if t.char_start not in cache:
-            header = document.text[t.char_start : t.header_end]
+            header = compact_header(document.text[t.char_start : t.header_end])
             cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
         return cache[t.char_start]
 
@@ -380,8 +381,11 @@ def _split(
         return []
     n = len(spans_of)
 
-    if n <= plan.max_tokens:
-        return [(spans_of[0][0], spans_of[-1][1], n, None)]
+    first = header_at(spans_of[0][0]) if header_at is not None else None  # the text starts in a table's body
+    if first is not None and first[1] >= plan.max_tokens:
+        first = None
+    if n + (first[1] if first else 0) <= plan.max_tokens:
+        return [(spans_of[0][0], spans_of[-1][1], n, first)]
     offsets = np.fromiter(chain.from_iterable(spans_of), dtype=np.int64, count=2 * n).reshape(n, 2)
     starts, ends = offsets[:, 0].tolist(), offsets[:, 1].tolist()
     strength = _cut_strengths(text, offsets[:, 0], offsets[:, 1])
@@ -400,7 +404,7 @@ def _split(
                 strength[j] = 4 if strength[j] == 2 and "\n" in text[ends[j - 1] : starts[j]] else 1
 
     def header(i: int) -> tuple[str, int] | None:
-        if header_at is None or i == 0:
+        if header_at is None:
             return None
         found = header_at(starts[i])
         return found if found is not None and found[1] < plan.max_tokens else None

@@ -60,7 +60,8 @@ class Table:
     The chunker repeats the header at the start of every chunk that begins inside the table's body,
     so a row cut away from its header still says what each value means. A PDF's tables also carry
     their ``page`` (1-based) and ``bbox``: ``(x0, top, x1, bottom)`` in PDF points (1/72 inch) from
-    the page's top-left corner; other formats leave both ``None``.
+    the page's top-left corner; other formats leave both ``None``. A PDF table that goes on overleaf
+    has ``overleaf``: ``(page, bbox)`` for each later page it goes on to, in page order.
     """
 
     char_start: int
@@ -68,6 +69,12 @@ class Table:
     char_end: int
     page: int | None = None
     bbox: tuple[float, float, float, float] | None = None
+    overleaf: tuple[tuple[int, tuple[float, float, float, float]], ...] = ()
+
+    def boxes(self) -> list[tuple[int | None, tuple[float, float, float, float]]]:
+        """``(page, bbox)`` of every page the table is on that has a box: its first, then overleaf."""
+        first = [(self.page, self.bbox)] if self.bbox is not None else []
+        return [*first, *self.overleaf]
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,11 +130,12 @@ class ReadLimits:
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """A file read (and chunked, when ``chunks`` is not ``None``), with the child's peak resident
-    memory in bytes (``0`` when read in-process)."""
+    memory in bytes (``0`` when read in-process) and the seconds the chunking took (part of the read's)."""
 
     document: Document
     chunks: ChunkResult | None
     peak_rss: int = 0
+    chunk_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +170,10 @@ def read_in_process(
         tables=tables,  # type: ignore[arg-type]
     )
     chunks = None
+    started = time.perf_counter()
     if chunking is not None:
         chunks = chunk_document(doc, chunking.embedder, chunking.max_tokens, chunking.overlap_tokens)
-    return ReadResult(doc, chunks)
+    return ReadResult(doc, chunks, chunk_seconds=time.perf_counter() - started if chunking is not None else 0.0)
 
 
 class _Child:
@@ -463,6 +465,7 @@ class ReaderPool:
                     _document(message["doc"]),
                     None if message.get("chunks") is None else _chunks(message["chunks"], message["doc"]["text"]),
                     peak,
+                    float(message.get("chunk_seconds") or 0.0),
                 )
                 child.keep = child.last_rss <= memory // 2
                 return result
@@ -616,8 +619,9 @@ def read_bounded(
         tables=tables,
     )
     if chunking is not None and result.chunks is None:
+        started = time.perf_counter()
         chunks = chunk_document(result.document, chunking.embedder, chunking.max_tokens, chunking.overlap_tokens)
-        result = ReadResult(result.document, chunks, result.peak_rss)
+        result = ReadResult(result.document, chunks, result.peak_rss, time.perf_counter() - started)
     return result
 
 
@@ -660,7 +664,15 @@ def document_message(doc: Document) -> dict[str, Any]:
         "attributes": dict(doc.attributes),
         "sections": [[s.char_start, s.char_end, s.page, s.heading] for s in doc.sections],
         "tables": [
-            [t.char_start, t.header_end, t.char_end, t.page, None if t.bbox is None else list(t.bbox)] for t in doc.tables
+            [
+                t.char_start,
+                t.header_end,
+                t.char_end,
+                t.page,
+                None if t.bbox is None else list(t.bbox),
+                [[page, list(box)] for page, box in t.overleaf],
+            ]
+            for t in doc.tables
         ],
     }
 
@@ -700,7 +712,10 @@ def _document(m: dict[str, Any]) -> Document:
         pages=m["pages"],
         warnings=list(m["warnings"]),
         title=m["title"],
-        tables=[Table(s, h, e, page, None if box is None else _box(box)) for s, h, e, page, box in m["tables"]],
+        tables=[
+            Table(s, h, e, page, None if box is None else _box(box), tuple((int(p), _box(b)) for p, b in overleaf))
+            for s, h, e, page, box, overleaf in m["tables"]
+        ],
         attributes=dict(m["attributes"]),
     )
 

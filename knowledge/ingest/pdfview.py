@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from knowledge.errors import InvalidArgument, PasswordRequired, UnsupportedFile
 from knowledge.ingest._pdfium import PDFIUM_LOCK
+from knowledge.text.tables import framed_cells, is_row
 
 #: The highlight's colour: translucent yellow (RGBA).
 HIGHLIGHT = (255, 208, 0, 110)
@@ -174,7 +175,7 @@ def render_page(
                     try:
                         text = page_text(textpage)
                         for passage in passages:
-                            for s, e in locate(text, passage):
+                            for s, e in _locate_passage(textpage, text, passage, regions, height_pt):
                                 rects.extend(textpage.get_rect(i) for i in range(textpage.count_rects(s, e - s)))
                     finally:
                         textpage.close()
@@ -206,6 +207,100 @@ def render_page(
     return PageImage(number, count, out.getvalue(), image.width, image.height, boxes, bool(boxes), shown)
 
 
+def _locate_passage(
+    textpage, text: str, passage: str, regions: Sequence[Sequence[float]], height_pt: float
+) -> list[tuple[int, int]]:
+    """The spans of PDFium's page ``text`` holding ``passage``: its table rows (``| a | b |`` lines)
+    row by row (:func:`locate_row`), the rest as :func:`locate` finds it."""
+    rows = [line for line in passage.split("\n") if is_row(line)]
+    if not rows:
+        return locate(text, passage)
+    prose = "\n".join(line for line in passage.split("\n") if not line.lstrip().startswith("|"))
+    hkey, hwhere = text_key(text)
+
+    placed: dict[int, tuple[float, float, float]] = {}  # each character's box asked of PDFium once
+
+    def place(i: int) -> tuple[float, float, float]:
+        """Character ``i`` of the key: its x, its y from the page's head and its height (points)."""
+        if i not in placed:
+            left, bottom, right, top = textpage.get_charbox(hwhere[i])
+            placed[i] = ((left + right) / 2, height_pt - (top + bottom) / 2, max(top - bottom, 1.0))
+        return placed[i]
+
+    def whole(s: int, e: int) -> bool:
+        """Whether key span ``[s, e)`` is whole words of the page's text (not inside a longer one)."""
+        a, b = hwhere[s], hwhere[e - 1]
+        return (a == 0 or not text[a - 1].isalnum()) and (b + 1 >= len(text) or not text[b + 1].isalnum())
+
+    spans: list[tuple[int, int]] = []
+    for row in rows:
+        found = locate_row(hkey, framed_cells(row), place, regions, whole=whole)
+        spans += [(hwhere[s], hwhere[e - 1] + 1) for s, e in found]
+    return merge_spans([*spans, *(locate(text, prose) if prose.strip() else [])])
+
+
+def locate_row(
+    hkey: str,
+    cells: Sequence[str],
+    place,
+    regions: Sequence[Sequence[float]] = (),
+    *,
+    whole=None,
+    most: int = 200,
+) -> list[tuple[int, int]]:
+    """The spans of ``hkey`` (a page's :func:`text_key`) holding the ``cells`` of one table row, each
+    cell where it stands on the same line as the others.
+
+    A cell's text may stand on the page many times (a date, a city, a 0); a row's cells stand side
+    by side. The cell found fewest times (the longest of those) anchors the row: for each of its
+    places (inside a ``regions`` box when there are regions: ``(x0, top, x1, bottom)``, PDF points
+    from the page's head), each other cell takes its place nearest that line, within a line's
+    height; the anchor place that seats most cells wins. ``place(i)`` gives key character ``i``'s
+    ``(x, y from the head, height)``; ``whole(start, end)``, when given, whether a place is whole
+    words of the page (a cell "120" is not the middle of "07/21/2015"): a cell's whole places are
+    weighed when it has any. At most ``most`` places of a cell are weighed. ``[]`` when no cell is
+    found.
+    """
+    keys = sorted({k for k in (text_key(c)[0] for c in cells) if k}, key=len, reverse=True)
+    places: dict[str, list[int]] = {}
+    for key in keys:
+        found: list[int] = []
+        at = hkey.find(key)
+        while at >= 0 and len(found) < most:
+            found.append(at)
+            at = hkey.find(key, at + 1)
+        if whole is not None:
+            found = [i for i in found if whole(i, i + len(key))] or found
+        if found:
+            places[key] = found
+
+    def inside(i: int) -> bool:
+        if not regions:
+            return True
+        x, y, _ = place(i)
+        return any(float(r[0]) - 2 <= x <= float(r[2]) + 2 and float(r[1]) - 2 <= y <= float(r[3]) + 2 for r in regions)
+
+    if not places:
+        return []
+    anchor = min(places, key=lambda k: (len(places[k]), -len(k)))
+    best: list[tuple[int, int]] = []
+    best_dy = 0.0
+    for a in [i for i in places[anchor] if inside(i)][:most]:
+        _, ya, height = place(a)
+        seated = [(a, a + len(anchor))]
+        dy_sum = 0.0
+        for key, found in places.items():
+            if key == anchor:
+                continue
+            near = min(((abs(place(i)[1] - ya), i) for i in found), default=None)
+            if near is not None and near[0] <= height:
+                seated.append((near[1], near[1] + len(key)))
+                dy_sum += near[0]
+        if len(seated) > len(best) or (len(seated) == len(best) and dy_sum < best_dy):
+            best, best_dy = seated, dy_sum
+    return sorted(best)
+
+
 def _regions(
     regions: Sequence[Sequence[float]], boxes: list[tuple[int, int, int, int]], size: tuple[int, int], scale: float
 ) -> list[tuple[int, int, int, int]]:
@@ -233,4 +328,4 @@ def _regions(
     return out
 
 
-__all__ = ["HIGHLIGHT", "PageImage", "locate", "merge_spans", "page_text", "render_page", "text_key"]
+__all__ = ["HIGHLIGHT", "PageImage", "locate", "locate_row", "merge_spans", "page_text", "render_page", "text_key"]

@@ -92,6 +92,15 @@ class TurnContext:
     on_token: Callable[[str], None] | None = None
 
 
+def shown_under(value: float, bar: float) -> str:
+    """``value`` (below ``bar``) with two decimals, or as many more as it takes to read below
+    ``bar`` when written ("0.418" under 0.42, never "0.42"; up to six)."""
+    for digits in range(2, 7):
+        if round(value, digits) < round(bar, digits):
+            return f"{value:.{digits}f}"
+    return f"{value:.6f}"
+
+
 class ChatProvider(ABC):
     """A chat model behind one LLM config."""
 
@@ -263,14 +272,15 @@ class OfflineAssistant(ChatProvider):
             best = max(scored, key=lambda p: p.score)
             return (
                 f"*{RETRIEVAL_ONLY_LABEL}* Nothing in {where} answers “{question}”: no sentence of the"
-                f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best, {best.score:.2f}). The"
+                f" closest passages scores {MIN_SENTENCE_SCORE:.2f} or more (the best,"
+                f" {shown_under(best.score, MIN_SENTENCE_SCORE)}). The"
                 " passages are under *Also searched*. Try other words, or choose other stores."
             ), []
         by_ref = {int(h.get("ref") or i): h for i, h in enumerate(strong, 1)}
         lines = [f"*{RETRIEVAL_ONLY_LABEL}* The sentences of {where} that best answer “{question}”:"]
         for p in picked:
             h = by_ref[p.ref]
-            said = " ".join(plain_text(p.text, file_name=h.get("file_name")).split())
+            said = p.quote or " ".join(plain_text(p.text, file_name=h.get("file_name")).split())
             lines.append(f"> {_inert(said)} [{p.ref}]")
         return lines[0] + "\n\n" + "\n>\n".join(lines[1:]), picked
 

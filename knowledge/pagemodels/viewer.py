@@ -183,8 +183,9 @@ class Viewer:
 
     def table_boxes(self, page: int) -> list[tuple[float, float, float, float]]:
         """The boxes of the passage's tables on ``page``: ``(x0, top, x1, bottom)`` in PDF points
-        from the page's top-left corner (PDF tables only; ``[]`` for other files)."""
-        return [t.bbox for t in self.passage_tables() if t.page == page and t.bbox is not None]
+        from the page's top-left corner (PDF tables only, a table going on overleaf on each of its
+        pages; ``[]`` for other files)."""
+        return [box for t in self.passage_tables() for on, box in t.boxes() if on == page]
 
     def passage_on(self, page: int) -> list[str]:
         """The passage's text on ``page`` (one string per section of that page it overlaps)."""

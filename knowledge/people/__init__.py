@@ -1,5 +1,5 @@
 """People: accounts and groups (``accounts.py``), who may use which store (``sharing.py``), per-user
-API keys (``keys.py``) and the audit trail (``audit.py``), all in the catalog; :class:`People` is the
+API keys (``keys.py``), the audit trail (``audit.py``) and quotas (``quotas.py``), all in the catalog; :class:`People` is the
 face the workbench holds. Accounts are off until the first one exists: until then everyone is the
 local admin (:data:`LOCAL_ADMIN`), as before.
 
@@ -19,6 +19,7 @@ from knowledge.people.audit import ACTIONS, Audit
 from knowledge.people.directory import DirectoryUnavailable
 from knowledge.people.keys import PREFIX, ApiKeys
 from knowledge.people.provisioning import Provisioning
+from knowledge.people.quotas import Quotas, RateCounter
 from knowledge.people.records import (
     GRANT_KINDS,
     LEVELS,
@@ -55,6 +56,11 @@ class People:
         self.keys = ApiKeys(catalog)
         #: SCIM provisioning: its tokens, the accounts and groups a directory provisions.
         self.provisioning = Provisioning(catalog, self.accounts, self.audit)
+        #: Quotas of stored bytes, files and chunks, and each key's requests a minute (migration 20).
+        self.quotas = Quotas(catalog, settings, self.accounts.groups_of)
+        self.rates = RateCounter(catalog, shared=getattr(catalog, "dialect", "duckdb") == "postgresql")
+        # a deleted account's or group's own limits go with it (a later one of the name starts from the settings)
+        self.accounts.reader_gone.append(lambda principal: self.quotas.forget(*principal.split(":", 1)))
 
     def enabled(self) -> bool:
         """Whether accounts are on (at least one exists)."""

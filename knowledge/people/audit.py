@@ -48,6 +48,7 @@ ACTIONS = (
     "settings.change",
     "files.move",
     "files.cleanup",
+    "quota.set",
 )
 
 
@@ -93,9 +94,11 @@ class Audit:
         store: str | None = None,
         since: datetime | None = None,
         limit: int = 500,
+        before: str | None = None,
     ) -> list[AuditEvent]:
         """The newest events first (at most ``limit``), filtered by actor, action (or a prefix
-        ending in ``.``: ``"file."``), store, and time."""
+        ending in ``.``: ``"file."``), store, and time; with ``before`` (an event's id) only the
+        events older than that one (a keyset: the next page starts after the last id of this one)."""
         where: list[str] = []
         args: list[Any] = []
         if actor:
@@ -110,6 +113,9 @@ class Audit:
         if since is not None:
             where.append("happened >= ?")
             args.append(since)
+        if before:
+            where.append("id < ?")
+            args.append(before)
         sql = (
             "SELECT id, happened, actor, action, store, target, detail FROM audit_events"
             + (" WHERE " + " AND ".join(where) if where else "")

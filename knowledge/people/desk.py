@@ -83,7 +83,7 @@ class AccountDesk:
     def _record(
         self, action: str, *, target: str | None = None, detail: dict[str, Any] | None = None, actor: str | None = None
     ) -> None:
-        self._people.audit.record(actor or self.actor.username, action, target=target, detail=detail)
+        self._people.audit.record(actor or self.actor.audit_name, action, target=target, detail=detail)
 
     @checks("account.manage")
     def may_manage(self) -> bool:

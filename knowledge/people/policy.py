@@ -14,7 +14,7 @@ of stores and files is handed to :class:`Policy` as functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -107,6 +107,14 @@ ACTIONS: dict[str, Action] = _table(
     Action("system.read", "what the process has loaded: models, backends, LLM configs, the file store's home", "site"),
     Action("actor.switch", "make the workbench of a person already signed in (the entry points do)", "site"),
     Action("audit.record", "add an event to the audit trail in one's own name", "site"),
+    Action("usage.read", "see one's own use and quotas; have one's own API requests counted", "site"),
+    Action(
+        "quota.manage",
+        "see everyone's use; set the quotas of people, groups and stores",
+        "site",
+        admin=True,
+        refusal="see others' use or set quotas",
+    ),
     Action("job.run", "ingest a queued file of a batch checked when it was submitted (the worker)", "site"),
     Action(
         "account.join",
@@ -344,11 +352,25 @@ class Policy:
         return principals(actor)
 
     def _file_readable(self, actor: Actor, file_id: str) -> bool:
-        readers = self._file_readers(file_id)
-        for store in self.visible(actor, readers):
-            if self.reads(actor, store, readers[store]):
-                return True
-        return self._file_owner(file_id) == actor.username
+        return self.reads_stored_file(actor, self._file_readers(file_id), lambda: self._file_owner(file_id))
+
+    def reads_stored_file(
+        self,
+        actor: Actor,
+        readers: Mapping[str, tuple[str, ...] | None],
+        owner: Callable[[], str | None],
+        seen: Collection[str] | None = None,
+    ) -> bool:
+        """The rule of ``file.read`` for one stored file, given what it depends on (a page of many
+        files reads those once for all): ``readers`` its readers in each store holding it, ``owner``
+        who saved it (asked only when no store lets ``actor`` read it), ``seen`` the stores
+        ``actor`` may see (read now when ``None``). The local admin reads every file."""
+        if actor.local:
+            return True
+        stores = [s for s in readers if s in seen] if seen is not None else self.visible(actor, readers)
+        if any(self.reads(actor, store, readers[store]) for store in stores):
+            return True
+        return owner() == actor.username
 
 
 __all__ = [

@@ -56,10 +56,19 @@ class Actor:
     groups: frozenset[str] = frozenset()
     display_name: str = ""
     local: bool = False
+    #: Where a local admin's request came from, named in the audit trail instead of ``local``: the
+    #: person at the command line, ``cli:<OS user>@<host>`` (``""``: nowhere said).
+    via: str = ""
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def audit_name(self) -> str:
+        """The name the audit trail records: the username, or for the local admin where the request
+        came from when known (``cli:alice@laptop``)."""
+        return self.via if self.local and self.via else self.username
 
     @property
     def label(self) -> str:

@@ -34,11 +34,13 @@ from knowledge.server.http import ApiError, check_bind, from_knowledge, unavaila
 from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import ApiState, KnowledgeApi
+from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, watch_queue
 from knowledge.server.routes import chat as chat_routes
-from knowledge.server.routes import files, people, search, sources, store_files, vector_stores
+from knowledge.server.routes import files, people, search, sources, store_files, usage, vector_stores
 from knowledge.server.scim import PREFIX as SCIM_PREFIX
 from knowledge.server.scim import router as scim_router
 from knowledge.system import System
+from knowledge.telemetry import REQUEST_ID_HEADER, configure_logging, configure_tracing, uvicorn_logging
 from knowledge.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ ROUTERS = (
     chat_routes.router,
     people.router,
     sources.router,
+    usage.router,
     scim_router,
 )
 
@@ -122,6 +125,8 @@ def create_app(system: System, *, api_key: str | None = None, chats: Chats | Non
     )
     app.state.api = KnowledgeApi(ApiState(system, chats), wb)
     max_file = wb.settings.ingest.max_file_bytes
+    app.add_middleware(OpsEndpoints, readiness=wb.readiness(), metrics=wb.settings.ops.metrics)  # inside the Guard
+    watch_queue(wb)
     app.add_middleware(
         Guard,
         api_key=api_key,
@@ -130,12 +135,14 @@ def create_app(system: System, *, api_key: str | None = None, chats: Chats | Non
         cors_origins=settings.cors_origins,
         upload_paths=("/v1/files",),
         open_paths=("/docs", "/docs/oauth2-redirect") if settings.docs else (),
-        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER),
-        expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After"),
+        allow_headers=("Authorization", "Content-Type", chat_routes.SESSION_HEADER, IDEMPOTENCY_HEADER, REQUEST_ID_HEADER),
+        expose_headers=(chat_routes.SESSION_HEADER, "openai-poll-after-ms", REPLAYED, "Retry-After", REQUEST_ID_HEADER),
         people=wb,
         trusted_proxies=wb.settings.server.trusted_proxies,
         token_paths=(SCIM_PREFIX + "/",),
+        probe_paths=PROBE_PATHS,
     )
+    app.add_middleware(Observed, server="api")  # outermost: every request's id, span, metrics, log line
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     for router in ROUTERS:
@@ -169,10 +176,14 @@ def serve(
     wb = Workbench(system)
     key = wb.settings.api_key.get_secret_value() if wb.settings.api_key else None
     check_bind(host, key, accounts=wb.accounts.enabled())
+    configure_logging(wb.settings)
+    configure_tracing(wb.settings, "api")
     resume_jobs(system)  # files queued (or left running by a stopped process) are ingested again
     system.start_scheduler()  # the sources' runs as they fall due
     try:
-        uvicorn.run(create_app(system, api_key=key), host=host, port=port, log_level=log_level)
+        uvicorn.run(
+            create_app(system, api_key=key), host=host, port=port, log_level=log_level, **uvicorn_logging(wb.settings)
+        )
     finally:
         system.jobs.stop_all()
         if own:  # a system given by the entry point is closed there

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from knowledge.access import is_loopback
 from knowledge.errors import AuthenticationFailed, KnowledgeError
 from knowledge.forwarded import scope_peer, trusted_networks
+from knowledge.people.quotas import rate_refusal
 from knowledge.server.http import unavailable
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class Guard:
             request's actor is put in ``scope["state"]["actor"]``. Without accounts, as before.
         trusted_proxies: addresses or networks (``server.trusted_proxies``) whose forwarding headers
             name the visitor; from any other peer they only mark the request as proxied.
+        probe_paths: paths answered to a ``GET`` without any key (``/healthz``, ``/readyz``: a load
+            balancer's or an orchestrator's probe sends none); the Host and Origin checks still hold.
         token_paths: path prefixes whose routes check their own bearer token (SCIM's provisioning
             token, :mod:`knowledge.server.scim`): neither the API key nor a user's key is asked
             for there, and a body may also be ``application/scim+json`` (RFC 7644 §3.1).
@@ -131,8 +134,10 @@ class Guard:
         people: Any = None,
         trusted_proxies: Iterable[str] = (),
         token_paths: Iterable[str] = (),
+        probe_paths: Iterable[str] = (),
     ) -> None:
         self.app = app
+        self.probe_paths = frozenset(probe_paths)
         self.trusted = trusted_networks(trusted_proxies)
         self.people = people
         self._accounts = False  # once accounts exist they stay (the last admin cannot be deleted)
@@ -261,7 +266,31 @@ class Guard:
         await refused(scope, receive, send)
         return False
 
+    async def _within_rate(self, token: str, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Count the request against its key's rate (:meth:`Workbench.count_request
+        <knowledge.workbench.Workbench.count_request>`); ``False`` when it is over and was answered
+        429 with ``Retry-After`` here."""
+        actor = scope.get("state", {}).get("actor")
+        wb = self.people if actor is None else self.people.as_user(actor)
+        try:
+            decision = await run_sync(wb.count_request, token)
+        except KnowledgeError as exc:  # the catalog cannot be written now
+            log.warning("could not count a request: %s", exc)
+            await unavailable(f"The request could not be counted now: {exc}").response()(scope, receive, send)
+            return False
+        if decision.allowed:
+            return True
+        error = rate_refusal(decision)
+        resp = refusal(429, str(error), "rate_limit_exceeded")
+        resp.headers["Retry-After"] = str(error.retry_after)
+        resp.headers["X-RateLimit-Limit"] = str(error.limit)
+        resp.headers["X-RateLimit-Remaining"] = "0"
+        await resp(scope, receive, send)
+        return False
+
     async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("path") in self.probe_paths and scope.get("method") in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)  # a probe: no key, no body
         headers = _headers(scope)
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
@@ -295,6 +324,8 @@ class Guard:
             )
             resp.headers["WWW-Authenticate"] = "Bearer"
             return await resp(scope, receive, send)
+        if token and not own_token and self.people is not None and not await self._within_rate(token, scope, receive, send):
+            return
         ctype = headers.get("content-type")
         length = headers.get("content-length")
         has_body = (length is not None and length.strip() != "0") or "transfer-encoding" in headers

@@ -38,6 +38,8 @@ from knowledge.errors import (
     InvalidArgument,
     KnowledgeError,
     PermissionDenied,
+    QuotaExceeded,
+    RateLimited,
 )
 from knowledge.llm.config import LlmUnavailable
 
@@ -104,6 +106,10 @@ def from_knowledge(exc: KnowledgeError) -> ApiError:
     """The answer to a service error, by its class: 413, 404 (also a store the caller may not see),
     403 ``permission_denied`` (a store they see but may not change), 401 ``invalid_api_key``, 400,
     503 (a model; a backend that cannot be reached now, with ``Retry-After``), else 500."""
+    if isinstance(exc, QuotaExceeded):  # a storage quota: the limit and the use in the words
+        return ApiError(403, str(exc), code="quota_exceeded")
+    if isinstance(exc, RateLimited):
+        return ApiError(429, str(exc), code="rate_limit_exceeded", headers={"Retry-After": str(max(1, exc.retry_after))})
     if isinstance(exc, PermissionDenied):
         return ApiError(403, str(exc), code="permission_denied")
     if isinstance(exc, AuthenticationFailed):

@@ -45,10 +45,12 @@ from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char, unavailable_message
+from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, watch_queue
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.search import SearchRequest
 from knowledge.sources.engine import RUNS_KEPT, RunRecord
 from knowledge.sources.shown import counts_text, location, schedule
+from knowledge.telemetry import configure_logging, configure_tracing, uvicorn_logging
 from knowledge.vectorstore.store import Hit
 from knowledge.workbench import Workbench
 
@@ -537,7 +539,11 @@ def run(
             logging.basicConfig(level=logging.WARNING)  # stderr; stdout is the protocol's
             server.run("stdio")
             return
-        uvicorn.run(http_app(wb, host, port, server=server), host=host, port=port, log_level="info")
+        configure_logging(wb.settings)
+        configure_tracing(wb.settings, "mcp")
+        uvicorn.run(
+            http_app(wb, host, port, server=server), host=host, port=port, log_level="info", **uvicorn_logging(wb.settings)
+        )
     finally:
         wb.close()
 
@@ -570,16 +576,21 @@ def http_app(
     inner = (server or build_server(wb, http=True)).streamable_http_app(
         host=host, transport_security=security, stateless_http=wb.settings.catalog.url is not None
     )
-    return Guard(
-        inner,
-        api_key=key,
-        max_body=4_000_000,
-        allowed_hosts=api.allowed_hosts,
-        cors_origins=api.cors_origins,
-        allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"),
-        expose_headers=("Mcp-Session-Id",),
-        people=wb,
-        trusted_proxies=wb.settings.server.trusted_proxies,
+    watch_queue(wb)
+    return Observed(
+        Guard(
+            OpsEndpoints(inner, readiness=wb.readiness(), metrics=wb.settings.ops.metrics),
+            api_key=key,
+            max_body=4_000_000,
+            allowed_hosts=api.allowed_hosts,
+            cors_origins=api.cors_origins,
+            allow_headers=("Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"),
+            expose_headers=("Mcp-Session-Id",),
+            people=wb,
+            trusted_proxies=wb.settings.server.trusted_proxies,
+            probe_paths=PROBE_PATHS,
+        ),
+        server="mcp",
     )
 
 

@@ -59,6 +59,7 @@ from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.stores import Stores
 from knowledge.service.templates import VectorStoreTemplate
 from knowledge.service.transient import classify
+from knowledge.telemetry import EMBEDDED_TEXTS, EMBEDDING_SECONDS, STAGE_SECONDS, span
 from knowledge.vectorstore.store import EVERYONE, Chunk
 
 log = logging.getLogger(__name__)
@@ -429,7 +430,10 @@ class Indexer:
             _step(progress, "reading", 0.0, cancel)
             t0 = time.perf_counter()
             ingest = self.settings.ingest
-            with self.files.content(stored.id) as fh:  # read and chunked in a bounded child (issue 38)
+            with (
+                span("ingest read", file=stored.name, store=store, size=stored.size),
+                self.files.content(stored.id) as fh,
+            ):  # read and chunked in a bounded child (issue 38)
                 try:
                     read = read_bounded(
                         fh,
@@ -474,10 +478,16 @@ class Indexer:
             base = OCR_SHARE if ocr_pages[0] else 0.1
             _step(progress, "chunking", base, cancel)
             t_read = time.perf_counter() - t0
+            STAGE_SECONDS.labels("read").observe(max(0.0, t_read - read.chunk_seconds))
+            STAGE_SECONDS.labels("chunk").observe(read.chunk_seconds)
             texts = [embedding_text(c.text, c.heading) for c in result.chunks]
             t0 = time.perf_counter()
-            vectors = _embed(embedder, texts, progress, cancel, start=base)
+            with span("ingest embed", file=stored.name, chunks=len(texts), model=record.embedding_model):
+                vectors = _embed(embedder, texts, progress, cancel, start=base)
             t_embed = time.perf_counter() - t0
+            STAGE_SECONDS.labels("embed").observe(t_embed)
+            EMBEDDED_TEXTS.labels("document").inc(len(texts))
+            EMBEDDING_SECONDS.labels("document").inc(t_embed)
             _step(progress, "writing", 0.95, cancel)
             front = {f"attr_{k}": v for k, v in doc.attributes.items()}  # front matter: filterable
             chunks = [_stored_chunk(c, vectors[i], front) for i, c in enumerate(result.chunks)]
@@ -493,14 +503,17 @@ class Indexer:
                 read_seconds=t_read,
                 embed_seconds=t_embed,
             )
-            while True:  # the file's work is done: a database away for a while is waited out, not the work redone
-                try:
-                    total = self._write(record, done_rec, chunks, embedder.dimension, started)
-                    break
-                except Exception as exc:
-                    verdict = classify(exc) if wait_out is not None else None
-                    if verdict is None or verdict.own or wait_out is None or not wait_out(exc):
-                        raise
+            t0 = time.perf_counter()
+            with span("ingest write", file=stored.name, chunks=len(chunks), backend=record.backend):
+                while True:  # the file's work is done: a database away for a while is waited out, not the work redone
+                    try:
+                        total = self._write(record, done_rec, chunks, embedder.dimension, started)
+                        break
+                    except Exception as exc:
+                        verdict = classify(exc) if wait_out is not None else None
+                        if verdict is None or verdict.own or wait_out is None or not wait_out(exc):
+                            raise
+            STAGE_SECONDS.labels("write").observe(time.perf_counter() - t0)
         except KnowledgeError as exc:
             if waiting(exc):
                 raise

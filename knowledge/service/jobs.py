@@ -43,6 +43,7 @@ from knowledge.service.worker import (
     result_dict,
     result_of,
 )
+from knowledge.telemetry import job_context
 
 if TYPE_CHECKING:
     from knowledge.access import LocalFolders
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A file for a job: ``(name, bytes)`` for an upload, ``(name, path)`` for a file on disk.
-Item = tuple[str, "bytes | Path"]
+Item = tuple[str, "bytes | Path | StoredFile"]
 
 
 def _stop_all_at_exit(ref: weakref.ref[JobRegistry]) -> None:
@@ -482,7 +483,7 @@ class IngestJob:
         self.options: dict[str, Any] = dict(options or {})
         self._items = list(items)
         self._files = [FileProgress(name) for name, _ in self._items]
-        self._sizes = [_size(source) for _, source in self._items]  # bytes per file (0: unknown)
+        self._sizes = [source_size(source) for _, source in self._items]  # bytes per file (0: unknown)
         self.started_at: float | None = None  # time.monotonic() when the batch started
         self._cancel = threading.Event()
         self.finished_at: float | None = None  # time.monotonic() when the last file got its result
@@ -613,7 +614,8 @@ class IngestJob:
                 template=self.template,
                 batch_id=batch_id,
                 options={**self.options, **({"attributes": self.attributes} if self.attributes else {})},
-                notes={"notes": self.notes, "skipped": self.skipped},
+                # the request that queued it (its id, its trace) goes with it to the worker
+                notes={"notes": self.notes, "skipped": self.skipped, "request": job_context()},
                 created_by=registry.pin,
                 failed={n: result_dict(r) for n, r in failures.items()},
             )
@@ -631,7 +633,8 @@ class IngestJob:
             return queue.JobSource(name, "file", stored.id, stored.size, pinned=pin, own_file=True)
         if isinstance(source, (str, os.PathLike)):
             path = Path(source).absolute()
-            return queue.JobSource(name, "path", str(path), _size(path), host=host_name(self.registry.settings), pinned=pin)
+            host = host_name(self.registry.settings)
+            return queue.JobSource(name, "path", str(path), source_size(path), host=host, pinned=pin)
         return queue.JobSource(name, "file", source.id, int(getattr(source, "size", 0) or 0), pinned=pin)
 
     # -- the rows ---------------------------------------------------------------------------------
@@ -873,9 +876,9 @@ def row_result(
     )
 
 
-def _size(source: bytes | Path | StoredFile) -> int:
-    """Bytes of an item's source: its length, a path's size on disk, or a stored file's ``size``
-    (0 when unknown)."""
+def source_size(source: Any) -> int:
+    """Bytes of an item's source: its length, a path's size on disk, a seekable stream's size from
+    where it stands, or a stored file's ``size`` (0 when unknown)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return len(source)
     if isinstance(source, (str, os.PathLike)):
@@ -883,7 +886,15 @@ def _size(source: bytes | Path | StoredFile) -> int:
             return Path(source).stat().st_size
         except OSError:
             return 0
+    if hasattr(source, "seek") and hasattr(source, "tell"):
+        try:
+            at = source.tell()
+            end = source.seek(0, os.SEEK_END)
+            source.seek(at)
+            return max(0, int(end) - int(at))
+        except (OSError, ValueError):
+            return 0
     return int(getattr(source, "size", 0) or 0)
 
 
-__all__ = ["FileProgress", "IngestJob", "Item", "new_batch_id", "row_result"]
+__all__ = ["FileProgress", "IngestJob", "Item", "new_batch_id", "row_result", "source_size"]

@@ -26,6 +26,7 @@ from knowledge.service.passages import merge_passages
 from knowledge.service.rerank import rerank as rerank_hits
 from knowledge.service.stores import Stores
 from knowledge.service.yielding import SearchMark
+from knowledge.telemetry import EMBEDDED_TEXTS, EMBEDDING_SECONDS, SEARCH_SECONDS, span
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import Collection, as_vector, check_where
 from knowledge.vectorstore.scoring import higher_is_better, passes_threshold, vector_scores
@@ -230,15 +231,8 @@ class Searcher:
             StoreNotFound; InvalidArgument (blank query, ``k`` or ``max_per_file`` below 1, unknown
             mode, bad filter); EmbeddingUnavailable; DimensionMismatch.
         """
-        query, k, max_per_file, score_threshold, keep = (
-            request.query,
-            request.k,
-            request.max_per_file,
-            request.score_threshold,
-            request.keep,
-        )
+        query, k, max_per_file = request.query, request.k, request.max_per_file
         view = request.playground or PLAIN
-        top, fold, words_pass, timings = view.top, view.fold, view.words_pass, view.timings
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidArgument(f"k must be a positive integer, got {k!r}.")
         if not isinstance(query, str) or not query.strip():
@@ -248,11 +242,33 @@ class Searcher:
         mode = cast("SearchMode", search_mode(request.mode or self.settings.search.mode))
         self.mark.touch()
         record = self.stores.get(store)
+        started = time.perf_counter()
+        with span("search", store=store, ranking=mode, backend=record.backend, k=k):
+            result = self._search(store, record, request, mode, view)
+        SEARCH_SECONDS.labels(mode, record.backend).observe(time.perf_counter() - started)
+        return result
+
+    def _search(
+        self, store: str, record: StoreRecord, request: SearchRequest, mode: SearchMode, view: Playground
+    ) -> SearchResult:
+        """:meth:`search` once the request is checked and the store's record found."""
+        query, k, max_per_file, score_threshold, keep = (
+            request.query,
+            request.k,
+            request.max_per_file,
+            request.score_threshold,
+            request.keep,
+        )
+        top, fold, words_pass, timings = view.top, view.fold, view.words_pass, view.timings
         where = check_where(dict(request.where) if request.where is not None else None)
         merging = self.settings.search.merge_overlapping if request.merge is None else request.merge
         fold = fold or (lambda found, n: merge_passages(found, n, merge=merging, max_per_file=max_per_file))
         t0 = time.perf_counter() if timings else 0.0
-        vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
+        with span("search embedding", model=record.embedding_model):
+            e0 = time.perf_counter()
+            vector = np.asarray(self.embedder(record.embedding_model).embed_query(query), dtype=np.float32)
+            EMBEDDING_SECONDS.labels("query").inc(time.perf_counter() - e0)
+            EMBEDDED_TEXTS.labels("query").inc()
         t1 = time.perf_counter() if timings else 0.0
         distance = record.distance
         want = max(k, top)
@@ -261,16 +277,17 @@ class Searcher:
         if reranking:
             fetch = max(fetch, n_rerank)
         while True:
-            found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
-            if reranking:
-                found = rerank_hits(
-                    query,
-                    found,
-                    self.embedder(record.embedding_model).embed_documents,
-                    n_rerank,
-                    higher_is_better=higher_is_better(distance),
-                    rank_constant=self.settings.search.rank_constant,
-                )
+            with span("search ranking", ranking=mode, fetch=fetch, rerank=reranking):
+                found, exhausted = self.rank(store, query, vector, fetch, where=where, mode=mode, record=record)
+                if reranking:
+                    found = rerank_hits(
+                        query,
+                        found,
+                        self.embedder(record.embedding_model).embed_documents,
+                        n_rerank,
+                        higher_is_better=higher_is_better(distance),
+                        rank_constant=self.settings.search.rank_constant,
+                    )
             ranked = len(found)
             if keep is not None:
                 found = [h for h in found if keep(h)]
@@ -388,16 +405,16 @@ class Searcher:
         distance = record.distance
         try:
             if mode == "vector":
-                found = self._dense(coll, vector, fetch, where)
+                found = self._dense(coll, vector, fetch, where, record.backend)
                 return found, len(found) < fetch
             pool = max(fetch, self.settings.search.candidates)
             lexical = self._lexical_search(store, record, coll, query, pool, where)
             if mode == "lexical":
-                hits = self._with_vector_scores(coll, distance, vector, {}, lexical)
+                hits = self._with_vector_scores(coll, distance, vector, {}, lexical, record.backend)
                 by_id = {h.id: h for h in hits}
                 ranked = [replace(by_id[h.id], lexical_score=h.score) for h in lexical[:fetch] if h.id in by_id]
                 return ranked, len(lexical) < fetch
-            dense = self._dense(coll, vector, pool, where)
+            dense = self._dense(coll, vector, pool, where, record.backend)
         except StoreNotFound:
             if self.stores.find(record.name) is None:
                 raise
@@ -409,7 +426,7 @@ class Searcher:
             k=self.settings.search.rank_constant,
             weights=(2 * w, 2 * (1 - w)),
         )
-        hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical)
+        hits = self._with_vector_scores(coll, distance, vector, {h.id: h for h in dense}, lexical, record.backend)
         lex_scores = {h.id: h.score for h in lexical}
         sign = -1.0 if higher_is_better(distance) else 1.0
         order = sorted(hits, key=lambda h: (-fused[h.id], sign * h.score))
@@ -417,19 +434,26 @@ class Searcher:
         return ranked, len(dense) < pool and len(lexical) < pool and len(hits) <= fetch
 
     @staticmethod
-    def _dense(coll: Collection, vector: Any, limit: int, where: dict | None) -> list[Hit]:
-        found = coll.search(as_vector(vector), limit=limit, where=where)
+    def _dense(coll: Collection, vector: Any, limit: int, where: dict | None, backend: str | None = None) -> list[Hit]:
+        with span("search backend", operation="vector search", backend=backend, limit=limit):
+            found = coll.search(as_vector(vector), limit=limit, where=where)
         return [hit_from_payload(p.id, p.score, p.payload or {}) for p in found]
 
     @staticmethod
     def _with_vector_scores(
-        coll: Collection, distance: str, vector: Any, dense: dict[Any, Hit], lexical: Sequence[LexicalHit]
+        coll: Collection,
+        distance: str,
+        vector: Any,
+        dense: dict[Any, Hit],
+        lexical: Sequence[LexicalHit],
+        backend: str | None = None,
     ) -> list[Hit]:
         """``dense`` hits plus the lexical ones missing from them, each with its vector score."""
         missing = [h.id for h in lexical if h.id not in dense]
         out = dict(dense)
         if missing:
-            points = coll.retrieve(missing, with_vectors=True)
+            with span("search backend", operation="retrieve", backend=backend, ids=len(missing)):
+                points = coll.retrieve(missing, with_vectors=True)
             if points:
                 scores = vector_scores(distance, vector, np.stack([p.vector for p in points]))
                 for p, sc in zip(points, scores):
@@ -441,7 +465,8 @@ class Searcher:
     ) -> list[LexicalHit]:
         """BM25 hits from the backend's own index (kept in the same write as the vectors: memory,
         pgvector), else from the in-process :meth:`lexical_index` (other backends)."""
-        native = coll.lexical_search(query, limit, where=where)
+        with span("search backend", operation="lexical search", backend=record.backend, limit=limit):
+            native = coll.lexical_search(query, limit, where=where)
         if native is not None:
             return [LexicalHit(p.id, p.score, p.payload or {}) for p in native]
         return self.lexical_index(store, record=record).search(query, limit, where=where)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from knowledge._names import check_name
-from knowledge.catalog import DONE, Catalog, StoreRecord, StoreSettings
+from knowledge.catalog import Catalog, StoreRecord, StoreSettings
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
 from knowledge.errors import InvalidArgument, KnowledgeError, MachineLocalBackend, StoreNotFound
@@ -371,7 +371,7 @@ class Stores:
                         chunks, disk = info.count, info.disk_bytes
             except KnowledgeError as exc:
                 log.warning("store %s: %s", record.name, exc)
-            files = sum(1 for f in self.catalog.files(record.name) if f.status == DONE)
+            files = self.catalog.file_counts(record.name).indexed
             out.append(StoreSummary(record, files, chunks, disk, note))
         return out
 

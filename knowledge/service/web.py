@@ -43,7 +43,7 @@ import httpx
 
 from knowledge.attributes import MAX_VALUE_CHARS
 from knowledge.config import Settings
-from knowledge.errors import InvalidArgument, KnowledgeError, unexpected_problem
+from knowledge.errors import InvalidArgument, KnowledgeError, PermissionDenied, unexpected_problem
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.jobs import FileProgress, IngestJob, JobRegistry
 
@@ -1026,10 +1026,17 @@ class WebJob(IngestJob):
                 notes=self.notes,
             )
         except Exception as exc:  # the store or template itself is the problem
-            log.exception("web ingest of %s into %s", self.url, self.store)
+            if isinstance(exc, PermissionDenied):  # a refusal in words (a quota the next page would pass): no bug
+                log.info("web ingest of %s into %s stopped: %s", self.url, self.store, exc)
+            else:
+                log.exception("web ingest of %s into %s", self.url, self.store)
             failed = current[0] if current and current[0].result is None else None
             shown = without_credentials(self.url)
-            said = unexpected_problem(exc, "while fetching it", "the program")
+            said = (
+                str(exc).rstrip(".")
+                if isinstance(exc, PermissionDenied)
+                else unexpected_problem(exc, "while fetching it", "the program")
+            )
             r = IngestResult(shown, Outcome.FAILED, f"{shown}: {said}.", error=type(exc).__name__)
             if failed is not None:
                 failed.result, failed.stage = r, "done"

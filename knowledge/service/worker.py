@@ -39,6 +39,7 @@ from knowledge.filestore.base import StoredFile
 from knowledge.outcomes import IngestResult, Outcome
 from knowledge.service.indexing import Indexer
 from knowledge.service.transient import TRANSIENT_ERROR_NAMES, Transient, backoff_seconds, classify, transient_reason
+from knowledge.telemetry import JOB_SECONDS, JOBS_FINISHED, resumed, span
 
 #: A handler of jobs of one kind that is not a file: ``handler(job, progress(stage, fraction),
 #: cancel) -> IngestResult`` (raises only the infrastructure's errors).
@@ -335,8 +336,24 @@ class Worker:
 
     # -- one job ------------------------------------------------------------------------------
     def process(self, job: queue.JobRow) -> None:
-        """Ingest the claimed ``job``'s file, heartbeating, and finish its row."""
+        """Ingest the claimed ``job``'s file, heartbeating, and finish its row: in the context of the
+        request that queued it (its request id on the log lines, its trace the parent of the span
+        ``ingest job``; :func:`knowledge.telemetry.resumed`), counted in the metrics."""
+        carrier = None
+        try:
+            b = queue.batch_row(self.catalog, job.batch_id)
+            carrier = b.notes.get("request") if b is not None else None
+        except Exception as exc:  # the catalog is down: the job goes on without its request's context
+            log.debug("%s: the batch of job %s could not be read: %s", self.id, job.id, exc)
+        with (
+            resumed(carrier if isinstance(carrier, dict) else None),
+            span("ingest job", job=job.id, file=job.name, store=job.store, attempt=job.attempts, worker=self.id),
+        ):
+            self._process(job)
+
+    def _process(self, job: queue.JobRow) -> None:
         catalog = self.catalog
+        started = time.perf_counter()
         cancel = threading.Event()
         lost = threading.Event()  # the job was taken over (this worker was too slow to heartbeat)
         done = threading.Event()
@@ -458,7 +475,11 @@ class Worker:
         if not mine:
             log.warning("job %s (%s) was taken over while the database was away; its result is dropped", job.id, job.name)
             return
-        log.info(
+        seconds = time.perf_counter() - started
+        reason = "" if status == queue.DONE else (result.error or "unknown")
+        JOBS_FINISHED.labels(status, reason).inc()
+        JOB_SECONDS.labels(status).observe(seconds)
+        log.info(  # one line a file
             "%s %s into %s: %s%s (attempt %d)",
             self.id,
             job.name,
@@ -466,6 +487,18 @@ class Worker:
             status,
             f" ({result.chunks} chunks)" if status == queue.DONE else f": {result.message}",
             job.attempts,
+            extra={
+                "worker": self.id,
+                "job": job.id,
+                "batch": job.batch_id,
+                "file": job.name,
+                "store": job.store,
+                "status": status,
+                "reason": reason or None,
+                "chunks": result.chunks if status == queue.DONE else None,
+                "seconds": round(seconds, 3),
+                "attempt": job.attempts,
+            },
         )
 
     def _transient(self, job: queue.JobRow, verdict: Transient) -> None:

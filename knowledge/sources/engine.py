@@ -362,12 +362,19 @@ class Sources:
         stores: Stores,
         indexer: Indexer,
         principal_for_sid: Callable[[str], str | None] | None = None,
+        quota: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.settings, self.catalog, self.stores, self.indexer = settings, catalog, stores, indexer
+        #: ``quota(store, bytes, files)``, asked before a fetched file is written: raises a
+        #: ``KnowledgeError`` (``QuotaExceeded``) that fails that file in words (read again next run)
+        self.quota = quota
         self.vault = Vault(settings)
         self.principal_for_sid = principal_for_sid
         self._scheduler: threading.Thread | None = None
         self._stop = threading.Event()
+        #: Called with each run the schedule queued (:meth:`enqueue_due`): the system audits it in
+        #: the name of the process that queued it.
+        self.on_scheduled: Callable[[RunRecord], None] | None = None
 
     # -- kinds -------------------------------------------------------------------------------------
     @staticmethod
@@ -946,9 +953,16 @@ class Sources:
                 ).fetchone()
             if won:
                 try:
-                    out.append(self.enqueue_run(sid, cause="schedule"))
+                    run = self.enqueue_run(sid, cause="schedule")
                 except KnowledgeError as exc:  # removed meanwhile
                     log.info("scheduled run of source %s: %s", sid, exc)
+                    continue
+                out.append(run)
+                if self.on_scheduled is not None:
+                    try:
+                        self.on_scheduled(run)
+                    except Exception:  # the run is queued all the same
+                        log.warning("could not audit the scheduled run %s", run.id, exc_info=True)
         return out
 
     def start_scheduler(self, kick: Callable[[], None] | None = None) -> None:
@@ -1296,6 +1310,8 @@ class Sources:
                         action="unchanged",
                     )
                     return
+            if self.quota is not None:
+                self.quota(rec.store, tmp.stat().st_size, 1 if item.action == "added" else 0)
             result = self.indexer.ingest_file(
                 rec.store,
                 tmp,

@@ -6,7 +6,9 @@ reads it (its Markdown marks dropped, :func:`knowledge.text.render.plain_text`),
 store's own embedding model, plus ``(1 - SEMANTIC_WEIGHT)`` x the share of the question's terms
 (the BM25 analyzer's, :mod:`knowledge.text.analysis`) the sentence holds, each term weighted by its
 BM25 IDF over the candidate sentences. Not the position in the passage; a sentence that, as read,
-has fewer than ``MIN_WORDS`` words or is itself a question is no candidate. Sentences are ordered by
+has fewer than ``MIN_WORDS`` words or is itself a question is no candidate. A table's body row is
+a candidate too, read with its header (:func:`knowledge.text.sentences.table_rows`: "Loan type
+1-4 family residential mortgage; 6/30/2011 $000's: 3,925,000") and quoted so (:attr:`Picked.quote`). Sentences are ordered by
 that score plus :data:`PASSAGE_WEIGHT` x their passage's vector score, so of two sentences saying as
 much the one of the better passage comes first. :func:`pick` keeps the first, and up to
 :data:`MAX_SENTENCES` in all that order within :data:`NEAR` of it; when no sentence scores
@@ -26,7 +28,7 @@ import numpy as np
 
 from knowledge.text.analysis import analyzer
 from knowledge.text.render import plain_text
-from knowledge.text.sentences import MIN_WORDS, clean, sentences
+from knowledge.text.sentences import MIN_WORDS, clean, sentences, table_rows
 
 _READ_WORDS = re.compile(r"[^\W_]+")
 
@@ -53,7 +55,8 @@ class Picked:
     offsets into the passage's ``text``; ``score`` the combined score in [-0.6, 1], higher is
     better; ``cosine`` and ``lexical`` its parts; ``rank_score`` what sentences are ordered by,
     ``score + PASSAGE_WEIGHT x`` the passage's vector score (``score`` when the passage has no
-    similarity: a distance store, or none given)."""
+    similarity: a distance store, or none given); ``quote``: how an answer quotes it when not as
+    ``text`` reads (a table row: its cells under their headers), else ``None``."""
 
     ref: int
     start: int
@@ -63,6 +66,7 @@ class Picked:
     cosine: float
     lexical: float
     rank_score: float = 0.0
+    quote: str | None = None
 
 
 def _idf(n_docs: int, df: int) -> float:
@@ -78,28 +82,32 @@ def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed)
     Raises:
         whatever ``embed`` raises (``EmbeddingUnavailable``).
     """
-    cands: list[tuple[int, Any, str]] = []  # (ref, sentence, the sentence as read)
+    cands: list[tuple[int, Any, str, bool]] = []  # (ref, sentence, the sentence as read, a table row)
     prior: dict[int, float] = {}  # ref -> PASSAGE_WEIGHT x the passage's similarity
     for i, h in enumerate(hits, 1):
         ref = int(h.get("ref") or i)
         if h.get("score") is not None and h.get("higher_is_better", True):
             prior[ref] = PASSAGE_WEIGHT * float(h["score"])
-        for s in sentences(str(h.get("text") or ""))[:PER_PASSAGE]:
+        text = str(h.get("text") or "")
+        for s in sentences(text)[:PER_PASSAGE]:
             read = clean(plain_text(s.text, file_name=h.get("file_name")))
             # as read: enough words (a link's address counts none) and not itself a question
             if len(_READ_WORDS.findall(read)) >= MIN_WORDS and not read.rstrip(" \"'”’)*_").endswith("?"):
-                cands.append((ref, s, read))
+                cands.append((ref, s, read, False))
+        for row, read in table_rows(text)[:PER_PASSAGE]:  # a table row, read under its header
+            if len(_READ_WORDS.findall(read)) >= MIN_WORDS:
+                cands.append((ref, row, clean(read), True))
     if not cands or not question.strip():
         return []
     an = analyzer()
     q_terms = set(an.terms(question))
-    s_terms = [set(an.terms(read)) for _, _, read in cands]
+    s_terms = [set(an.terms(read)) for _, _, read, _ in cands]
     idf = {t: _idf(len(cands), sum(t in st for st in s_terms)) for t in q_terms}
     total = sum(idf.values())
-    vectors = embed([question] + [read for _, _, read in cands])
+    vectors = embed([question] + [read for _, _, read, _ in cands])
     cos = vectors[1:] @ vectors[0]
     out = []
-    for (ref, s, _), terms, c in zip(cands, s_terms, cos, strict=True):
+    for (ref, s, read, tabular), terms, c in zip(cands, s_terms, cos, strict=True):
         lex = sum(idf[t] for t in q_terms & terms) / total if total else 0.0
         score = SEMANTIC_WEIGHT * float(c) + (1 - SEMANTIC_WEIGHT) * lex
         out.append(
@@ -112,6 +120,7 @@ def score_sentences(question: str, hits: Sequence[dict[str, Any]], embed: Embed)
                 round(float(c), 6),
                 round(lex, 6),
                 round(score + prior.get(ref, 0.0), 6),
+                read if tabular else None,
             )
         )
     out.sort(key=lambda p: -p.rank_score)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from knowledge.text.tables import framed_cells, is_delimiter, is_row
+
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]*_]*\s+(?=[^\s])|(?<=[。！？])")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
@@ -103,6 +105,36 @@ def sentences(text: str, min_words: int = MIN_WORDS) -> list[Sentence]:
     return out
 
 
+def table_rows(text: str) -> list[tuple[Sentence, str]]:
+    """The body rows of the framed tables of ``text`` (``| a | b |`` rows under header rows and a
+    delimiter row, as the PDF and Markdown readers write them and a chunk repeats its table's
+    header), each as ``(Sentence of the row's line, the row read with its header)``: every
+    non-empty cell after its column's header ("Loan type: 1-4 family residential mortgage; 6/30/2011
+    $000's: 3,925,000"), so a question about a row is weighed against what its values mean.
+    A table with no delimiter row gives none."""
+    out: list[tuple[Sentence, str]] = []
+    header: list[list[str]] = []
+    above: list[list[str]] = []  # rows since the last non-row line, before a delimiter
+    in_body = False
+    for at, line in _lines(text):
+        body = line.rstrip("\r\n")
+        if is_delimiter(body) and above:
+            header, above, in_body = above, [], True
+            continue
+        if not is_row(body):
+            header, above, in_body = [], [], False
+            continue
+        cells = framed_cells(body)
+        if not in_body:
+            above.append(cells)
+            continue
+        names = [" ".join(h[j] for h in header if j < len(h) and h[j]) for j in range(len(cells))]
+        read = "; ".join(f"{name}: {cell}" if name else cell for name, cell in zip(names, cells, strict=True) if cell)
+        lead = len(body) - len(body.lstrip())
+        out.append((Sentence(at + lead, at + len(body), body.strip()), read))
+    return out
+
+
 _QUOTE_MARK = re.compile(r"\n[ \t]*>[ \t]?")
 
 
@@ -111,4 +143,4 @@ def clean(sentence: str) -> str:
     return " ".join(_QUOTE_MARK.sub("\n", sentence).split())
 
 
-__all__ = ["MIN_WORDS", "Sentence", "clean", "sentences"]
+__all__ = ["MIN_WORDS", "Sentence", "clean", "sentences", "table_rows"]

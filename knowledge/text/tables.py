@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 from knowledge.text.highlight import escape_markdown, mark_matches, match_spans
 
-#: A delimiter row: ``| --- | :---: |`` (outer pipes optional).
-_DELIMITER = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+#: A delimiter row: ``| --- | :---: |`` or, as a repeated header is written, ``|-|-|`` (outer pipes
+#: optional; one hyphen a cell is enough, as in GitHub Flavored Markdown).
+_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
 #: A cell split point in a framed row: a ``|`` not escaped by a backslash.
 _PIPE = re.compile(r"(?<!\\)\|")
 #: A pipe-rows cell written as ``name: value`` (the CSV and spreadsheet readers' rows): not a grid.
@@ -51,6 +52,17 @@ def is_delimiter(line: str) -> bool:
     return "-" in line and bool(_DELIMITER.match(line))
 
 
+def compact_header(header: str) -> str:
+    """A framed table's ``header`` (its header rows, then its delimiter row) as a chunk repeats it:
+    the delimiter row written ``|-|-|`` (two model tokens a column instead of four: a wide table's
+    header then fits over its rows more often). Other text is returned as it is."""
+    lines = header.split("\n")
+    if len(lines) < 2 or not is_delimiter(lines[-1]):
+        return header
+    columns = len(framed_cells(lines[-1]))
+    return "\n".join([*lines[:-1], "|" + "-|" * columns])
+
+
 def framed_cells(line: str) -> list[str]:
     """The cells of a framed row ``| a | b\\|c |`` -> ``["a", "b|c"]`` (outer pipes optional, so a row
     a chunk starts after its first ``|`` still reads; ``\\|`` is a ``|`` inside a cell)."""
@@ -65,6 +77,11 @@ def framed_cells(line: str) -> list[str]:
 def pipe_cells(line: str) -> list[str]:
     """The cells of a pipe row ``a | b | c`` (cells joined by ``" | "``)."""
     return [c.strip() for c in line.split(" | ")]
+
+
+def is_row(line: str) -> bool:
+    """Whether ``line`` is a framed table row with text (``| a | b |``), not a delimiter row."""
+    return _is_framed(line) and not is_delimiter(line)
 
 
 def _is_framed(line: str) -> bool:

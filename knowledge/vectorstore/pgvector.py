@@ -46,6 +46,7 @@ from knowledge.errors import (
     StorageError,
     StoreNotFound,
 )
+from knowledge.telemetry import watch_pool
 from knowledge.text.analysis import analyzer
 from knowledge.vectorstore.base import (
     AnyOf,
@@ -283,6 +284,7 @@ class PgvectorBackend(VectorBackend):
                 check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced
                 reconnect_timeout=self.options.connect_timeout,  # then the next call tries at once (catalog.postgres)
             )
+            watch_pool(self._pool)  # its connections in use, in the metrics
 
     # -- connections ------------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection:

@@ -777,3 +777,97 @@ def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     assert not at.exception
     assert any("cats.md" in s.value and "Now searchable" in s.value for s in at.success)
     assert list(files_table(at, "Notes")["file"]) == ["cats.md"]
+
+
+def _many(store: str, done: int, failed: int) -> None:
+    """``store`` with ``done`` indexed and ``failed`` failed records (a service was out of reach) over
+    small stored files, written straight into the catalog (nothing is ingested)."""
+    from knowledge.catalog import DONE, FAILED, FileRecord
+
+    system = System(load_settings())
+    try:
+        Workbench(system).create_store(store)
+        records = []
+        for i in range(done + failed):
+            name = f"note-{i:04d}.md" if i < done else f"failed-{i:04d}.md"
+            stored = system.files.save(name, "text/markdown", f"# Note {i}\n\nThe tide table {i}.\n".encode())
+            bad = i >= done
+            records.append(
+                FileRecord(
+                    store,
+                    stored.id,
+                    name,
+                    stored.sha256,
+                    stored.size,
+                    FAILED if bad else DONE,
+                    "The vector store was out of reach." if bad else None,
+                    0 if bad else 2,
+                    None,
+                    error="BackendUnavailable" if bad else None,
+                )
+            )
+        system.catalog.add_files(records)
+    finally:
+        system.close()
+
+
+def test_a_large_store_pages_its_files_finds_one_by_name_and_deletes_all_that_match(fake_model):
+    _many("Notes", 120, 12)
+    at = open_page()
+    assert not at.exception
+    assert "#### Indexed files (120)" in markdown(at)
+    assert any(c.value == "Rows 1–50 of 120 · page 1 of 3" for c in at.caption)
+    assert len(files_table(at, "Notes")) == 50
+    assert "##### Needs attention (12)" in markdown(at)
+    assert sum("failed-" in e.value for e in at.error) == 10  # ten a page
+    button(at, "files-page:Notes:next").click().run()
+    assert any(c.value.startswith("Rows 51–100 of 120") for c in at.caption)
+    assert files_table(at, "Notes")["file"].iloc[0] == "note-0050.md"
+
+    at.text_input(key="fq-name:Notes").input("NOTE-004").run()  # any case
+    assert any(c.value == "10 files match." for c in at.caption)
+    assert list(files_table(at, "Notes")["file"]) == [f"note-{i:04d}.md" for i in range(40, 50)]
+    assert not any(c.value.startswith("Rows ") for c in at.caption)  # one page: no pager
+    (which,) = [r for r in at.radio if r.key.startswith("bulk-which:Notes:")]  # keyed by the rows picked
+    assert which.value == "all"  # nothing picked: all matching
+    which.set_value("all").run()
+    at.selectbox(key="bulk-action:Notes").set_value("delete").run()
+    button(at, "bulk:Notes").click().run()
+    button(at, "yes:bulk:Notes").click().run()
+    assert not at.exception
+    assert any("Deleted 10 file(s)" in s.value for s in at.success)
+    assert "#### Indexed files (110)" in markdown(at)
+    wb = service()
+    try:
+        assert wb.file_counts("Notes").indexed == 110 and wb.file_page("Notes", limit=1).total == 122
+    finally:
+        wb.close()
+
+
+def _tick_rows(at, store: str, rows: list[int]) -> None:
+    """Tick ``rows`` of the store's file table, as a click on their boxes does."""
+    (key,) = [k for k in at.session_state if str(k).startswith(f"files:{store}:")]
+    at.session_state[key] = {"selection": {"rows": rows, "columns": [], "cells": []}}
+    at.run()
+
+
+def test_ticked_rows_are_what_a_bulk_action_acts_on_and_the_ticks_go_with_the_files(fake_model):
+    """Found by a new user: ticking rows chose them not (\"all matching\" was chosen before any
+    row was), and after a bulk action the ticks fell on the rows that took the files' places."""
+    _many("Notes", 60, 0)
+    at = open_page()
+    assert not at.exception
+    (which,) = [r for r in at.radio if r.key.startswith("bulk-which:Notes:")]
+    assert which.value == "all"  # nothing ticked yet
+    _tick_rows(at, "Notes", [0, 1, 2])
+    (which,) = [r for r in at.radio if r.key.startswith("bulk-which:Notes:")]
+    assert which.value == "picked"  # ticking rows chooses them
+    at.selectbox(key="bulk-action:Notes").set_value("delete").run()
+    button(at, "bulk:Notes").click().run()
+    button(at, "yes:bulk:Notes").click().run()
+    assert not at.exception
+    assert any("Deleted 3 file(s)" in s.value for s in at.success)
+    assert list(files_table(at, "Notes")["file"])[:1] == ["note-0003.md"]
+    (which,) = [r for r in at.radio if r.key.startswith("bulk-which:Notes:")]
+    assert which.value == "all"  # no row ticked: the rows that moved up are not picked
+    assert "☑️ Act on 0 selected or all 57 matching" in [e.label for e in at.expander]

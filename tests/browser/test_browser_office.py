@@ -135,11 +135,21 @@ def test_office_files_a_password_and_a_web_page(
         pg.screenshot(path=str(office_artifacts / f"27-office-password-{width}.png"))
 
         asked = {p: web_site.asked(p) for p in ("/guide.html", "/tides.html")}
+        wait_for_app(pg)  # the retry's flash and the list below it are drawn: the page no longer moves
         pg.get_by_text("Add a web page").click()
         form = pg.locator('[data-testid="stForm"]').filter(has=pg.get_by_role("button", name="Add web page"))
-        form.get_by_label("Web page URL", exact=True).fill(web_site.url("/guide.html"))
-        form.get_by_label("Depth", exact=True).fill("1")
+        url_box, depth_box = form.get_by_label("Web page URL", exact=True), form.get_by_label("Depth", exact=True)
+        expect(url_box).to_be_visible(timeout=30_000)
+        url_box.fill(web_site.url("/guide.html"))
+        url_box.press("Tab")  # each field's value is handed to the form before the submit
+        depth_box.fill("1")
+        depth_box.press("Tab")
+        expect(url_box).to_have_value(web_site.url("/guide.html"))
+        expect(depth_box).to_have_value("1")
         rerun_and_wait(pg, lambda: form.get_by_role("button", name="Add web page").click())
+        # the submit was taken: no warning or error under the form (the reason is printed when there is one)
+        said = form.locator('[data-testid^="stAlertContent"]')
+        assert said.count() == 0, f"adding the web page was refused: {said.all_inner_texts()}"
         for path in ("/guide.html", "/tides.html"):
             # the page's text keeps a word joiner after "http:" (names are shown inert, never as links)
             shown = web_site.url(path).replace("://", ":\u2060//")

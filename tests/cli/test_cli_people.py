@@ -4,9 +4,11 @@ unshare, owner, audit), in-process, with the fake embedding model; passwords thr
 
 from __future__ import annotations
 
+import getpass
 import io
 import json
 import os
+import socket
 import sys
 import unicodedata
 from pathlib import Path
@@ -18,6 +20,8 @@ from knowledge.errors import AuthenticationFailed
 from knowledge.system import System
 
 PW = "correct horse battery"
+#: How the audit trail names the local admin of a command line (issue 44): the OS user and host.
+CLI_PERSON = f"cli:{getpass.getuser()}@{socket.gethostname()}"
 
 
 @pytest.fixture(autouse=True)
@@ -221,7 +225,7 @@ def test_audit_shows_who_did_what(team, capsys, monkeypatch):
     assert {
         ("ana", "store.create", "hr", None),
         ("ana", "store.share", "hr", "bo"),
-        ("local", "user.create", None, "ana"),
+        (CLI_PERSON, "user.create", None, "ana"),  # the local admin at this command line, by name
         ("root", "user.create", None, "root"),
     } <= seen
     assert any(e["actor"] == "ana" and e["action"] == "file.ingest" and e["store"] == "hr" for e in events)

@@ -127,3 +127,17 @@ def test_ingest_readers_are_checked_before_anything_is_queued(docs, capsys, monk
     assert code == 0, err
     assert names(capsys, monkeypatch, "--user", "ana") == ["memo.txt", "page.txt", "salaries.txt"]
     assert names(capsys, monkeypatch, "--user", "bo") == ["page.txt"]
+
+
+def test_ocr_progress_without_a_terminal_is_one_line_a_page(capsys):
+    """Without a terminal (no progress bar) the OCR progress is printed once a page, not once for
+    every step the reader reports within a page (a one-page image printed its line 18 times)."""
+    from tqdm import tqdm
+
+    from knowledge.cli.ingest import _OcrProgress
+
+    progress = _OcrProgress(tqdm(disable=True), quiet=False)
+    for stage in ["reading"] + ["OCR, page 1 of 2"] * 9 + ["OCR, page 2 of 2"] * 9 + ["chunking"]:
+        progress("scan.pdf", stage, 0.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0:2] for line in lines] == [["scan.pdf: OCR", " page 1 of 2"], ["scan.pdf: OCR", " page 2 of 2"]]

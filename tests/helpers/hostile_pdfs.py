@@ -22,6 +22,13 @@ def _pdf(**kwargs):
     return pdf
 
 
+def _png(img) -> bytes:
+    """``img`` (Pillow) as PNG bytes."""
+    out = io.BytesIO()
+    img.save(out, format="PNG")
+    return out.getvalue()
+
+
 def _bytes(pdf) -> bytes:
     return bytes(pdf.output())
 
@@ -123,14 +130,13 @@ def image_table() -> bytes:
     for r in range(8):
         for c in range(5):
             draw.rectangle([c * 199 + 20, r * 49 + 15, c * 199 + 120, r * 49 + 32], fill=60)
-    png = io.BytesIO()
-    img.save(png, format="PNG")
+    png = _png(img)
     pdf = _pdf(format="A4")
     pdf.add_page()
     pdf.text(40, 50, "Scanned table WOMBAT-4305: the picture below is the price list.")
-    pdf.image(io.BytesIO(png.getvalue()), x=40, y=80, w=500)
+    pdf.image(io.BytesIO(png), x=40, y=80, w=500)
     pdf.add_page()
-    pdf.image(io.BytesIO(png.getvalue()), x=40, y=80, w=500)
+    pdf.image(io.BytesIO(png), x=40, y=80, w=500)
     return _bytes(pdf)
 
 
@@ -222,3 +228,67 @@ def detector_breaks() -> bytes:
     )
     two = b"BT /F1 12 Tf 40 780 Td (Ringing summary WOMBAT-4309: two birds.) Tj ET\n" + ruled_table_stream(birds)
     return raw_pdf([one, two])
+
+
+def pictured_grid_table() -> bytes:
+    """One page: a sentence, then a table whose ruling lines are a picture (a PNG of a 3 × 4 grid)
+    and whose cells are real text, each body cell of the middle column on two lines (a scan with a
+    text layer, a form printed on a background image)."""
+    img = Image.new("L", (900, 400), 255)
+    draw = ImageDraw.Draw(img)
+    for r in range(5):
+        draw.line([(0, min(r * 100, 398)), (899, min(r * 100, 398))], fill=0, width=3)
+    for c in range(4):
+        draw.line([(min(c * 300, 898), 0), (min(c * 300, 898), 399)], fill=0, width=3)
+    pdf = _pdf(format="A4")
+    pdf.add_page()
+    pdf.set_font("helvetica", size=10)
+    pdf.text(20, 30, "Ringing sheet WOMBAT-4309: the grid is printed, the entries typed.")
+    pdf.image(io.BytesIO(_png(img)), x=20, y=40, w=540)  # columns of 180 pt, rows of 60 pt
+    cells = [
+        ("Ring", ["Species"], "Site"),
+        ("R1", ["Tawny owl", "adult female"], "north"),
+        ("R2", ["Barn owl", "juvenile"], "south"),
+        ("R3", ["Little owl", "adult male"], "east"),
+    ]
+    for r, (ring, species, site) in enumerate(cells):
+        top = 40 + r * 60 + 24
+        pdf.text(26, top, ring)
+        for k, line in enumerate(species):
+            pdf.text(206, top + k * 14, line)
+        pdf.text(386, top, site)
+    return _bytes(pdf)
+
+
+def split_grid_table() -> bytes:
+    """One page: a ruled 4-column table each of whose cells draws its own borders, as vector lines
+    except in the third column, whose top, bottom and right rules are a small picture: read from
+    the vector graphics alone it is two grids side by side (columns 1-2, and column 4 with the
+    third column's text left between them)."""
+    top, rows, width, height = 60, 6, 120, 24
+    grid = Image.new("L", (width * 4, rows * height * 4), 255)  # the third column at 4 px a point
+    draw = ImageDraw.Draw(grid)
+    for r in range(rows + 1):
+        y = min(r * height * 4, rows * height * 4 - 3)
+        draw.line([(0, y), (width * 4, y)], fill=0, width=3)
+    draw.line([(width * 4 - 3, 0), (width * 4 - 3, rows * height * 4)], fill=0, width=3)
+    pdf = _pdf(format="A4")
+    pdf.add_page()
+    pdf.set_font("helvetica", size=10)
+    pdf.text(40, 40, "Nest boxes WOMBAT-4310: checked in May.")
+    pdf.set_line_width(0.8)
+    for c in (0, 1, 3):
+        x = 40 + c * width
+        for r in range(rows + 1):
+            pdf.line(x, top + r * height, x + width, top + r * height)
+    for c in (0, 1, 2, 4):
+        pdf.line(40 + c * width, top, 40 + c * width, top + rows * height)
+    pdf.image(io.BytesIO(_png(grid)), x=40 + 2 * width, y=top, w=width, h=rows * height)
+    cells = [("Box", "Wood", "Species", "Eggs")] + [
+        (f"B{i}", ("oak", "pine", "larch")[i % 3], ("great tit", "blue tit", "nuthatch")[i % 3], str(i + 3))
+        for i in range(1, rows)
+    ]
+    for r, row in enumerate(cells):
+        for c, cell in enumerate(row):
+            pdf.text(46 + c * width, top + r * height + 15, cell)
+    return _bytes(pdf)

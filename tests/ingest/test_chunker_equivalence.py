@@ -31,6 +31,7 @@ from knowledge.embeddings.base import Embedder, Token
 from knowledge.embeddings.fake import HashEmbedder
 from knowledge.ingest.chunker import ChunkPlan, TextChunk, chunk_document, embedding_text, plan_chunking
 from knowledge.ingest.document import Document, Section, Table
+from knowledge.text.tables import compact_header
 
 # -- the reference: the chunker before it was made fast --------------------------------------------
 
@@ -63,7 +64,7 @@ def _reference_header_finder(
                 return None
             if t.header_end < at < t.char_end:
                 if t.char_start not in cache:
-                    header = document.text[t.char_start : t.header_end]
+                    header = compact_header(document.text[t.char_start : t.header_end])
                     cache[t.char_start] = (header, embedder.count_tokens(header) + 1)
                 return cache[t.char_start]
         return None
@@ -78,13 +79,14 @@ def _reference_split(text, embedder, plan, header_at=None, header_start=None):
     n = len(tokens)
 
     def header(i):
-        if header_at is None or i == 0:
+        if header_at is None:
             return None
         found = header_at(tokens[i].start)
         return found if found is not None and found[1] < plan.max_tokens else None
 
-    if n <= plan.max_tokens:
-        return [(tokens[0].start, tokens[-1].end, n, None)]
+    first = header(0)
+    if n + (first[1] if first else 0) <= plan.max_tokens:
+        return [(tokens[0].start, tokens[-1].end, n, first)]
     strength = _reference_boundaries(text)
 
     def in_body(i):

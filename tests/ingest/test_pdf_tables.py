@@ -85,7 +85,7 @@ def test_chunks_of_a_long_table_repeat_its_header_and_never_cut_a_row():
     inside = [c for c in chunks if c.table_header]
     assert len(inside) >= 5
     for chunk in inside:
-        assert chunk.text.startswith("| Region | Quarter | Revenue |\n| --- | --- | --- |\n")
+        assert chunk.text.startswith("| Region | Quarter | Revenue |\n|-|-|-|\n")  # the delimiter row compact
     for chunk in chunks:
         for line in chunk.text.split("\n"):
             if line.startswith("|"):
@@ -183,6 +183,9 @@ def test_captions_and_notes_in_a_tables_edge_rows_are_left_to_the_text():
     assert _without_captions(rows) == [["Region", "Q1", "Q2"], ["North", "10", "12"]]
     short = [["Total", "", ""], ["North", "10", "12"]]  # a short label is a row, not a caption
     assert _without_captions(short) == short
+    for name in ("Table 3 (continued)", "TABLE IV.", "Tab. 2:"):  # a table's name is its caption, however short
+        assert _without_captions([[name, "", ""], *short]) == short
+    assert _without_captions([["Tablets", "", ""], *short])[0] == ["Tablets", "", ""]
 
 
 def test_the_lines_of_multi_line_header_cells_become_one_header_row():
@@ -250,9 +253,9 @@ def test_prose_before_a_table_with_a_wide_header_is_not_cut_into_slivers():
     ends = [c.char_end for c in chunks]
     assert len(set(ends)) == len(ends)  # no run of chunks all ending at the table's start, no row twice alone
     assert sum(1 for c in chunks if c.char_end <= start) <= 4  # 150 words of prose in 64-token chunks
-    # the header (50 tokens: over half the chunk) is repeated over every chunk of rows, a row fitting under it
+    # the header (over half the chunk) is repeated over every chunk of rows, a row fitting under it
     body = [c for c in chunks if c.char_start > start + len(header)]
-    assert len(body) >= 20 and all(c.table_header == header for c in body)
+    assert len(body) >= 20 and all(c.table_header == header.split("\n")[0] + "\n|-|-|-|-|-|-|" for c in body)
 
 
 def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
@@ -273,3 +276,451 @@ def test_justified_lines_whose_word_gaps_look_like_columns_are_not_a_table():
         [w, f"{w} a value without owning it", f"see the {w} chapter"] for w in ("borrow", "move", "copy")
     ]
     assert not is_running_text(glossary)  # lower case and several words a cell, but no clause cut between cells
+
+
+def test_a_grid_printed_as_a_picture_keeps_its_multi_line_cells_whole():
+    """The rules are an image, the entries text: the grid is seen in the drawn page (the vector
+    graphics have no rules), so a cell's two lines stay one cell instead of becoming rows."""
+    from tests.helpers import hostile_pdfs
+
+    doc = read_pdf(hostile_pdfs.pictured_grid_table(), ocr="off")
+    assert doc.text == (
+        "Ringing sheet WOMBAT-4309: the grid is printed, the entries typed.\n\n"
+        "| Ring | Species | Site |\n| --- | --- | --- |\n"
+        "| R1 | Tawny owl adult female | north |\n"
+        "| R2 | Barn owl juvenile | south |\n"
+        "| R3 | Little owl adult male | east |"
+    )
+    assert [(t.page, t.header_end - t.char_start) for t in doc.tables] == [(1, 45)]
+
+
+def test_the_screen_tells_ruled_pages_from_aligned_text_and_prose():
+    """``screen`` says whether a page may hold a table and whether it draws a grid's worth of rules:
+    only those pages are searched for ruled grids (lattice), the others by text alignment only."""
+    import pypdfium2 as pdfium
+    from fpdf import FPDF
+
+    from knowledge.ingest._pdftables import screen
+
+    unruled = FPDF()
+    unruled.set_font("helvetica", size=10)
+    unruled.add_page()
+    for i, row in enumerate(_rows(4)):
+        for j, cell in enumerate(row):
+            unruled.text(20 + 50 * j, 20 + 6 * i, cell)
+    prose = FPDF()
+    prose.set_font("helvetica", size=10)
+    prose.add_page()
+    prose.multi_cell(0, 6, BEFORE * 6)
+    for data, expected in (
+        (_pdf(_rows(4)), (True, True)),
+        (bytes(unruled.output()), (True, False)),
+        (bytes(prose.output()), (False, False)),
+    ):
+        pdf = pdfium.PdfDocument(data)
+        try:
+            assert screen(pdf, 1) == expected
+        finally:
+            pdf.close()
+
+
+def test_rules_drawn_as_shapes_the_vector_reading_misses_still_separate_the_cells(corpus):
+    """ICDAR 2013's us-004: its rules are bevelled shapes; read from the vector graphics alone one
+    inner rule is missing and two numbers fall into one cell. Such a grid is checked on the drawn
+    page."""
+    doc = read_pdf((corpus / "pdf-tables" / "icdar2013" / "us-004.pdf").read_bytes(), ocr="off")
+    assert "| 1-4 family residential mortgage | 4,151,000 | 25.0 | 4,090,000 | 27.5 | 3,925,000 | 24.9 |" in doc.text
+
+
+def test_a_grid_split_in_two_by_a_rule_the_vector_graphics_lack_is_read_whole():
+    """One column's rules are a picture: from the vector graphics alone the grid is two grids side by
+    side with that column's text between them. Grids side by side with the same top and bottom are
+    checked on the drawn page, where the table is one grid of four columns."""
+    from tests.helpers import hostile_pdfs
+
+    doc = read_pdf(hostile_pdfs.split_grid_table(), ocr="off")
+    assert doc.text.startswith(
+        "Nest boxes WOMBAT-4310: checked in May.\n\n| Box | Wood | Species | Eggs |\n| --- | --- | --- | --- |\n"
+        "| B1 | pine | blue tit | 4 |\n"
+    )
+    assert doc.text.count("nuthatch") == 2 and len(doc.tables) == 1
+
+
+def test_words_of_two_ruled_cells_set_close_together_are_split_at_the_rule():
+    """A date set flush right against a rule and the amount flush left after it are one line to the
+    layout analysis; the rule between them is where the cells part."""
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format="A4")
+    pdf.set_font("helvetica", size=10)
+    pdf.add_page()
+    pdf.text(40, 40, "Gifts received WOMBAT-4311, by date.")
+    xs, top, height = [40, 160, 240, 320], 60, 20
+    rows = [("Donor", "Date", "Amount")] + [(f"Donor {i}", f"10/{i:02d}/2012", f"{i * 15}.00") for i in range(1, 7)]
+    pdf.set_line_width(0.6)
+    for r in range(len(rows) + 1):
+        pdf.line(xs[0], top + r * height, xs[-1], top + r * height)
+    for x in xs:
+        pdf.line(x, top, x, top + len(rows) * height)
+    for r, (donor, date, amount) in enumerate(rows):
+        y = top + r * height + 14
+        pdf.text(xs[0] + 4, y, donor)
+        pdf.text(xs[2] - 1 - pdf.get_string_width(date), y, date)  # flush right against the rule
+        pdf.text(xs[2] + 1.5, y, amount)  # flush left after it
+    doc = read_pdf(bytes(pdf.output()), ocr="off")
+    assert "| Donor | Date | Amount |\n| --- | --- | --- |\n| Donor 1 | 10/01/2012 | 15.00 |\n" in doc.text
+    assert "| Donor 6 | 10/06/2012 | 90.00 |" in doc.text
+
+
+def test_right_to_left_cells_are_in_logical_order():
+    """camelot gives a cell's characters in the order they are drawn, left to right: Hebrew and
+    Arabic back to front. They are turned to the order a person types and searches; numbers and
+    Latin words inside stay left to right; a cell without right-to-left letters is left alone."""
+    import unicodedata
+
+    from knowledge.ingest._pdftables import logical_order
+
+    assert logical_order("לכה ךס") == "סך הכל"
+    assert logical_order("ططق 47 يدنع") == "عندي 47 قطط"
+    # as drawn, in presentation forms: the lam-alef ligature is one character until NFKC splits it
+    drawn = "\ufe94\ufef3\ufeb0\ufef4\ufee0\ufea0\ufee7\ufefb\ufe8d \ufef2\ufed3 Jeremy \ufef2\ufee4\ufeb3\ufe8d"
+    assert unicodedata.normalize("NFKC", logical_order(drawn)) == "اسمي Jeremy في الانجليزية"
+    assert logical_order("Jeremy is يمرج in Arabic") == "Jeremy is جرمي in Arabic"
+    assert logical_order("-4.3 | 12.0") == "-4.3 | 12.0"
+
+
+def test_an_arabic_table_reads_in_logical_order_and_its_lines_are_not_written_twice(corpus):
+    doc = read_pdf((corpus / "pdf-tables" / "camelot" / "arabic.pdf").read_bytes(), ocr="off")
+    assert "| 1234 | عندي 47 قطط |" in doc.text
+    assert "| انا من ولاية كارولينا الشمال | من اين انت؟ |" in doc.text
+    assert doc.text.count("قطط") == 1  # the page's own line of it was replaced by the table
+
+
+def test_compose_page_takes_the_tables_lines_the_text_reader_ran_together_or_read_apart():
+    """The text reader ran a cell's two lines together ("owladult"), set a blank line among the rows,
+    and read a column apart from its rows at the page's end: all of it is the table's and written
+    once. Two lines of prose far from the table that only repeat its words stay."""
+    rows = [["Ring", "Species", "Date"], ["R1", "Tawny owl adult", "03/01/2016"], ["R2", "Barn owl juvenile", "03/08/2016"]]
+    rows += [["R3", "Little owl", "03/10/2016"]]
+    table = PdfTable(1, (10, 10, 200, 60), rows, 1, "lattice")
+    text = "\n".join(
+        [
+            "Ringing sheet",
+            "Ring Species",
+            "R1 Tawny owladult",
+            "",
+            "R2 Barn owl juvenile",
+            "R3 Little owl",
+            "Notes on the season follow.",
+            "The wood was wet in March,",
+            "and the boxes were checked twice:",
+            "Barn owl",
+            "Little owl",
+            "More notes.",
+            "03/01/2016",
+            "03/08/2016",
+            "03/10/2016",
+        ]
+    )
+    out = compose_page(text, [table])
+    assert out == "\n\n".join(
+        [
+            "Ringing sheet",
+            table.markdown,
+            "Notes on the season follow.\nThe wood was wet in March,\nand the boxes were checked twice:\n"
+            "Barn owl\nLittle owl\nMore notes.",
+        ]
+    )
+
+
+def _ruled(pdf, rows: list[list[str]], top: float, widths: list[float], height: float = 18) -> None:
+    """Draw ``rows`` as a ruled table on ``pdf`` (fpdf2, points) from ``top``, 40 pt from the left."""
+    xs = [40.0]
+    for w in widths:
+        xs.append(xs[-1] + w)
+    pdf.set_line_width(0.6)
+    for r in range(len(rows) + 1):
+        pdf.line(xs[0], top + r * height, xs[-1], top + r * height)
+    for x in xs:
+        pdf.line(x, top, x, top + len(rows) * height)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            pdf.text(xs[c] + 4, top + r * height + 12, cell)
+
+
+def _register_over_two_pages() -> bytes:
+    """Page 1 draws a ruled register down to its foot, then its title block at its head; page 2 draws
+    a summary table at its foot first, then the register's rows going on at its head."""
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format="A4")
+    pdf.set_font("helvetica", size=9)
+    pdf.add_page()
+    register = [["Ring", "Species", "Eggs"]] + [[f"R{i:03d}", "Tawny owl", str(i % 5)] for i in range(1, 38)]
+    _ruled(pdf, register, 120, [100, 160, 120])  # 38 rows of 18 pt: to 804 of 842
+    for k, line in enumerate(["Ringing register WOMBAT-4312", "Reserve north", "Season 2026", "Ringer: A. Ng", "Page 1"]):
+        pdf.text(40, 30 + 14 * k, line)
+    pdf.add_page()
+    _ruled(pdf, [["Species", "Birds"], ["Tawny owl", "52"], ["Barn owl", "9"]], 600, [160, 80])
+    _ruled(pdf, [[f"R{i:03d}", "Barn owl", str(i % 5)] for i in range(38, 53)], 40, [100, 160, 120])
+    return bytes(pdf.output())
+
+
+def test_a_table_reaching_the_page_foot_goes_on_overleaf_whatever_order_the_text_reader_chose():
+    """Page 1 draws its table down to the foot, then its title block at the head: the text reader
+    puts the five title lines after the table. Page 2 draws a summary table at its foot first, then
+    the rows going on at its head. The register is one table over both pages, written first on
+    page 2; the summary is a table of its own with its own header."""
+    doc = read_pdf(_register_over_two_pages(), ocr="off")
+    register_table, summary = doc.tables
+    assert (register_table.page, summary.page) == (1, 2)
+    body = doc.text[register_table.char_start : register_table.char_end]
+    assert body.count("| Ring | Species | Eggs |") == 1 and "| R001 | Tawny owl | 1 |" in body
+    assert "| R038 | Barn owl | 3 |" in body and "| R052 | Barn owl | 2 |" in body and "Birds" not in body
+    assert doc.text[summary.char_start : summary.header_end] == "| Species | Birds |\n| --- | --- |"
+
+
+def test_the_first_chunk_of_a_page_the_table_goes_on_to_repeats_its_header():
+    """Chunks are cut page by page: the first chunk of page 2 starts inside the register's body, and
+    repeats its header like every other chunk of its rows; so does a page whose rows fit one chunk."""
+    doc = read_pdf(_register_over_two_pages(), ocr="off")
+    register_table = doc.tables[0]
+    for size in (60, 400):
+        chunks = chunk_document(doc, HashEmbedder(64), max_tokens=size, overlap_tokens=0).chunks
+        page_two = [c for c in chunks if c.page == 2 and c.char_start < register_table.char_end]
+        assert page_two and page_two[0].char_start == doc.sections[1].char_start
+        assert all(c.table_header == "| Ring | Species | Eggs |\n|-|-|-|" for c in page_two)
+        assert page_two[0].text.startswith("| Ring | Species | Eggs |\n|-|-|-|\n| R038 | Barn owl | 3 |")
+
+
+def _rules_only(rows: list[list[list[str]]], rules_at: list[int], *, xs=(40, 200, 300, 520), top=80, line=12) -> bytes:
+    """A table with horizontal rules only (no vertical ones): ``rows`` of cells, each cell a list of
+    lines, set from ``top`` a line apart; a rule above the rows whose indexes are in ``rules_at``
+    and one under the last."""
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format="A4")
+    pdf.set_font("helvetica", size=10)
+    pdf.add_page()
+    pdf.text(40, 50, "Animal sounds WOMBAT-4313, as children say them.")
+    pdf.set_line_width(0.8)
+    y = top
+    for i, row in enumerate(rows):
+        if i in rules_at:
+            pdf.line(xs[0], y - 9, xs[-1], y - 9)
+        for c, cell in enumerate(row):
+            for k, text in enumerate(cell):
+                pdf.text(xs[c] + 4, y + k * line, text)
+        y += line * max(len(cell) for cell in row) + 6
+    pdf.line(xs[0], y - 9, xs[-1], y - 9)
+    return bytes(pdf.output())
+
+
+def test_a_table_ruled_between_its_rows_keeps_its_wrapped_cells_in_one_row():
+    """No vertical rules, so not a ruled grid: a rule under each row parts the rows, and the lines of
+    a wrapped cell stay in their row instead of becoming rows of their own."""
+    rows = [
+        [["Animal"], ["Action"], ["Result"]],
+        [["Cat"], ["Says"], ["Meow"]],
+        [["Parastratiosph-", "ecomyioides"], ["Says"], ["bzzzzzz"]],
+        [["Fox"], ["Says"], ["Ring-ding-", "dingeringeding"]],
+        [["Dog"], ["Says"], ["Woof"]],
+    ]
+    doc = read_pdf(_rules_only(rows, rules_at=[0, 1, 2, 3, 4]), ocr="off")
+    assert "| Parastratiosph- ecomyioides | Says | bzzzzzz |" in doc.text
+    assert "| Fox | Says | Ring-ding- dingeringeding |" in doc.text
+    assert "| Dog | Says | Woof |" in doc.text
+
+
+def test_full_rows_between_two_rules_stay_rows():
+    """Ruled only above the header, under it and under the table (the common three rules): the body
+    rows between two rules are full rows, each its own."""
+    rows = [[["Animal"], ["Action"], ["Result"]]] + [[[f"Animal {i}"], ["Says"], [f"sound {i}"]] for i in range(1, 7)]
+    doc = read_pdf(_rules_only(rows, rules_at=[0, 1]), ocr="off")
+    for i in range(1, 7):
+        assert f"| Animal {i} | Says | sound {i} |" in doc.text
+
+
+def test_a_pdf_whose_permissions_forbid_copying_text_still_has_its_tables_read():
+    """Encrypted with an empty password and permissions that forbid copying text (camelot refuses
+    such a file): the reader reads its text, so its tables are read too."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.constants import UserAccessPermissions
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_pdf(_rows(6)))))
+    writer.encrypt(user_password="", owner_password="OWNER-7781", permissions_flag=UserAccessPermissions.PRINT)
+    out = io.BytesIO()
+    writer.write(out)
+    locked = out.getvalue()
+    assert PdfReader(io.BytesIO(locked)).is_encrypted
+    doc = read_pdf(locked, ocr="off")
+    assert len(doc.tables) == 1 and not doc.warnings
+    assert "| Region | Quarter | Revenue |" in doc.text
+    assert "| Region 5 | Q2 | 5017.50 |" in doc.text
+
+
+def _paper_page(table: list[list[str]], prose: list[str]) -> bytes:
+    """A page of a two-column paper (fpdf2): ``prose`` lines in the left column; in the right
+    column a caption, then ``table`` (first row its header) ruled only across, above and under the
+    header and under the last row, its cells set apart by whitespace."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=9)
+    pdf.add_page()
+    for i, line in enumerate(prose):
+        pdf.text(12, 20 + i * 4.5, line)
+    pdf.text(110, 30, "Table 2. Test results of the three models on the held data.")
+    widths = [26, 18, 18, 18]
+    top = 34.0
+    for i, row in enumerate(table):
+        y = top + 5 + i * 5
+        x = 110.0
+        for w, cell in zip(widths, row, strict=True):
+            pdf.text(x, y, cell)
+            x += w
+    bottom = top + 5 * len(table) + 2
+    for y in (top, top + 6.5, bottom):
+        pdf.line(109, y, 110 + sum(widths), y)
+    return bytes(pdf.output())
+
+
+def test_a_table_ruled_only_across_in_one_column_of_a_paper_is_a_table_without_the_other_columns_prose():
+    """Scientific papers set tables with three rules across and no vertical ones, in one column of
+    a two-column page: the table is read as rows, its caption and the other column's running text
+    are not its cells."""
+    table = [["Model", "AP", "AP50", "AR"]] + [[f"Model-{k}", f"0.{k}21", f"0.{k}55", f"0.{k}73"] for k in range(1, 7)]
+    prose = [
+        "we train two models on the canonical data and",
+        "report the results of each of them in the table,",
+        "which measures the performance jointly for both",
+        "tasks and gives the scores of the models trained",
+        "on the data derived from the collection of pages",
+        "that were annotated by hand for this purpose and",
+        "checked twice by the authors before the release",
+        "of the dataset to the public at large this year.",
+    ] * 3
+    doc = read_pdf(_paper_page(table, prose), ocr="off")
+    assert len(doc.tables) == 1
+    for row in table:
+        assert "| " + " | ".join(row) + " |" in doc.text
+    rows = [line for line in doc.text.splitlines() if line.startswith("|")]
+    assert not any("train two models" in r or "Table 2." in r for r in rows)
+    assert "we train two models on the canonical data and" in doc.text
+
+
+def test_a_page_columns_running_text_read_as_a_tables_last_column_is_left_out():
+    """A table in one column of a two-column page, its text-alignment reading taking the other
+    column's lines for one more column: that column is running text, not the table's."""
+    from knowledge.ingest._pdftables import _prose_columns
+
+    prose = [
+        "can be seen from the following table that the removal is",
+        "linearly and quadratically dependent on the temperature and",
+        "mesh size, and linearly on the acidity, but does not change",
+        "with the initial concentration of the dye in the water, and",
+        "affects the removal efficiency only when the mesh is fine",
+        "according to the following table, the binary interactions",
+    ]
+    table = [["Source", "DF", "SS"]] + [[f"x{i}", "1", f"{i}.457"] for i in range(1, 7)]
+    rows = []
+    for i, line in enumerate(prose):  # the prose's lines fall between the table's rows, or beside them
+        rows.append([*table[i], ""] if i % 2 else ["", "", "", line])
+        rows.append([*table[i], line] if i % 2 else [*table[i], ""])
+    assert _prose_columns(rows) == {3}
+    # a column of descriptions is the table's: its cells do not read on from one to the next
+    described = [["Item", "Qty", "Description"]] + [
+        [f"A-{i}", str(i), f"Steel bracket number {i} for the north wall, painted grey twice"] for i in range(6)
+    ]
+    assert _prose_columns(described) == set()
+    # nor is a table of two columns ever left with one
+    assert _prose_columns([["", line] for line in prose]) == set()
+
+
+def test_only_the_rows_between_the_first_and_last_rule_across_a_whitespace_table_are_its_rows():
+    """A table ruled only across (three rules) read by the whitespace parser, with its caption
+    above the first rule and a note under the last: the rows between the rules are the table; with
+    fewer than two rules across, no table is taken from that parser."""
+    from types import SimpleNamespace
+
+    from knowledge.ingest._pdftables import _ruled_band
+
+    # rows top to bottom as (top, bottom) in points from the page's foot; columns (left, right)
+    bands = [(720, 710), (710, 692), (692, 672), (672, 661), (661, 649), (649, 637), (637, 628), (628, 610)]
+    t = SimpleNamespace(rows=bands, cols=[(310, 360), (360, 420), (420, 545)])
+    rules = [(315, 539, 688.0), (315, 539, 673.0), (315, 539, 625.0), (40, 120, 650.0)]
+    assert _ruled_band(t, rules) == [2, 3, 4, 5, 6]
+    assert _ruled_band(t, rules[:1] + rules[3:]) is None  # one rule across (the other is short)
+
+
+def test_a_merged_cell_is_told_from_two_cells_a_missed_rule_joined():
+    """A ruled grid's body cell open on its right is drawn and looked at again (300 dpi) only when
+    the row holds two texts set apart at that edge: a merged cell's text runs across the cells it
+    spans, or stands in its first one alone."""
+    from types import SimpleNamespace
+
+    from knowledge.ingest._pdftables import _apart
+
+    left = SimpleNamespace(x1=100.0, x2=200.0, y1=500.0, y2=520.0)
+    right = SimpleNamespace(x1=200.0, x2=300.0, y1=500.0, y2=520.0)
+
+    def word(x0: float, text: str, y: float = 505.0) -> list[tuple[float, float, float, float]]:
+        return [(x0 + 6 * k, y, x0 + 6 * k + 5, y + 9) for k in range(len(text))]
+
+    assert _apart(left, right, word(110, "Canada") + word(230, "Ottawa"))  # two cells' texts
+    assert not _apart(left, right, word(180, "Europe"))  # centred across the edge: merged
+    assert not _apart(left, right, word(110, "Europe"))  # in the first cell only: merged
+    assert not _apart(left, right, word(110, "Canada", y=540.0) + word(230, "Ottawa", y=540.0))  # another row's
+
+
+def test_a_page_of_complete_grids_is_read_by_lattice_alone_and_an_unruled_table_beside_them_still_found():
+    """Hybrid (text alignment) is skipped on a page whose complete ruled grids hold all its text set
+    in columns; a page with an unruled table besides its grid still has both tables."""
+    from fpdf import FPDF
+
+    from knowledge.ingest._pdftables import _grids_hold_the_columns
+
+    def page(parts: bool) -> bytes:
+        pdf = FPDF()
+        pdf.set_font("helvetica", size=10)
+        pdf.add_page()
+        with pdf.table(first_row_as_headings=True) as table:
+            for values in _rows(5):
+                row = table.row()
+                for value in values:
+                    row.cell(value)
+        pdf.ln(10)
+        pdf.multi_cell(0, 6, BEFORE, new_x="LMARGIN", new_y="NEXT")
+        y = pdf.get_y() + 10
+        rows = [("Part", "Count", "Price"), ("Bolt", "12", "0.40"), ("Nut", "30", "0.15"), ("Washer", "80", "0.05")]
+        for i, (name, count, price) in enumerate(rows if parts else []):
+            pdf.text(20, y + i * 6, name)
+            pdf.text(80, y + i * 6, count)
+            pdf.text(140, y + i * 6, price)
+        return bytes(pdf.output())
+
+    only_grid, beside = page(False), page(True)
+    doc = read_pdf(only_grid, ocr="off")
+    assert len(doc.tables) == 1 and "| Region 4 | Q1 | 4017.50 |" in doc.text
+    doc = read_pdf(beside, ocr="off")
+    assert len(doc.tables) == 2
+    assert "| Region 4 | Q1 | 4017.50 |" in doc.text and "| Bolt | 12 | 0.40 |" in doc.text
+
+    # the test itself, on boxes: a grid of one cell from x 100 to 300, y 500 to 520
+    from types import SimpleNamespace
+
+    grid = SimpleNamespace(cells=[[SimpleNamespace(x1=100.0, x2=300.0, y1=500.0, y2=520.0)]])
+
+    def line(x0: float, text: str, y: float) -> list[tuple[float, float, float, float]]:
+        return [(x0 + 6 * k, y, x0 + 6 * k + 6, y + 10) for k in range(len(text)) if text[k] != " "]
+
+    cell = line(105, "Bolts and nuts of steel", 512) + line(105, "washers in bags of ten", 502)
+    title = line(100, "Parts", 600)
+    assert _grids_hold_the_columns([grid], cell * 2 + title)  # a grid and its title: the page is the grid
+    prose = line(100, "the annual report follows below", 400) + line(100, "with the figures of each", 388)
+    assert not _grids_hold_the_columns([grid], cell + prose)  # most of the page's text is outside the grid
+    columns = line(100, "Part", 400) + line(200, "Count", 400)
+    assert not _grids_hold_the_columns([grid], cell * 3 + columns + columns)  # an unruled table outside
+    assert not _grids_hold_the_columns([grid], line(105, "Bolt", 505) + line(250, "12", 505))  # two texts, one cell

@@ -183,3 +183,19 @@ def test_the_card_shows_the_table_holding_the_query_not_a_caption_with_a_pipe():
     card = table_preview(text, "netherlands 269")
     assert card is not None and "netherlands" in card and "Austria" not in card
     assert "<th>Country</th>" in card and "Table CA7" not in card
+
+
+def test_a_repeated_header_is_compact_and_still_reads_as_the_tables_header():
+    """A chunk repeats a framed table's header with its delimiter row written ``|-|-|`` (half the
+    model tokens of ``| --- |``): it still splits into a table with that header."""
+    from knowledge.text.tables import compact_header
+
+    header = "| Region | Year | Revenue | Note |\n| --- | --- | --- | --- |"
+    assert compact_header(header) == "| Region | Year | Revenue | Note |\n|-|-|-|-|"
+    assert compact_header("Region | Year") == "Region | Year"  # pipe rows have no delimiter row
+    assert compact_header("| a | b |\n| c | d |") == "| a | b |\n| c | d |"
+    (block,) = split_tables(compact_header(header) + "\n| North | 2019 | 1,204 | steady |")
+    assert isinstance(block, TableBlock)
+    assert block.header == [["Region", "Year", "Revenue", "Note"]] and block.rows == [["North", "2019", "1,204", "steady"]]
+    tokens = HashEmbedder(64).count_tokens
+    assert tokens(compact_header(header)) < tokens(header)

@@ -148,3 +148,82 @@ def _query(url: str) -> list[tuple[str, str]]:
     from urllib.parse import parse_qsl, urlsplit
 
     return parse_qsl(urlsplit(url).query)
+
+
+def _repetitive_register(pages: int = 2) -> bytes:
+    """A ruled register over ``pages`` pages, drawn column by column (so a PDF's text comes out a
+    column at a time, not row by row), whose rows repeat the same dates, cities and words: only a
+    row's cells together tell it from the others. Each page repeats the header."""
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format="A4")
+    pdf.set_font("helvetica", size=9)
+    xs = [30, 100, 170, 270, 350, 400, 520]
+    header = ["Notice", "Received", "Company", "City", "Staff", "Kind"]
+    per_page, height, top = 40, 16, 60
+    for p in range(pages):
+        pdf.add_page()
+        if p == 0:
+            pdf.text(30, 40, "Notices received WOMBAT-4314.")
+        rows = [header] + [
+            [
+                "07/17/2015",
+                "07/21/2015",
+                f"Company {i:03d}",
+                ("San Jose", "Oakland")[i % 2],
+                str(10 + i % 3),
+                "Layoff Permanent",
+            ]
+            for i in range(p * per_page, (p + 1) * per_page)
+        ]
+        pdf.set_line_width(0.5)
+        for r in range(len(rows) + 1):
+            pdf.line(xs[0], top + r * height, xs[-1], top + r * height)
+        for x in xs:
+            pdf.line(x, top, x, top + len(rows) * height)
+        for c in range(len(header)):  # column by column
+            for r, row in enumerate(rows):
+                pdf.text(xs[c] + 3, top + r * height + 11, row[c])
+    return bytes(pdf.output())
+
+
+def test_a_table_passage_is_highlighted_on_its_own_rows_though_its_values_repeat_elsewhere():
+    """Two rows whose dates, city, staff count and kind stand on every other row too: the boxes
+    marked are those of the two rows' lines only, every cell of them."""
+    from knowledge.ingest._pdf import read_pdf
+
+    data = _repetitive_register(1)
+    doc = read_pdf(data, ocr="off")
+    start = doc.text.index("| 07/17/2015 | 07/21/2015 | Company 017 |")
+    end = doc.text.index("\n", doc.text.index("| Company 018 |"))
+    passage = doc.text[start:end]
+    page = render_page(data, 1, [passage], regions=[doc.tables[0].bbox])
+    lines = sorted({(b[1] + b[3]) // 2 for b in page.boxes})
+    middles = [lines[0]]
+    for y in lines[1:]:
+        if y - middles[-1] > 4:  # another line
+            middles.append(y)
+    assert len(middles) == 2, middles  # two rows' lines, no cell of another row
+    per_line = [sum(1 for b in page.boxes if abs((b[1] + b[3]) // 2 - y) <= 4) for y in middles]
+    assert all(n >= 6 for n in per_line), per_line  # each of the six cells of both rows
+
+
+def test_a_table_going_on_overleaf_is_outlined_on_each_of_its_pages():
+    """Every chunk of the register's rows carries the box of its own page's part of the table, and
+    the viewer outlines the table on page 2 as on page 1."""
+    from knowledge.ingest._pdf import read_pdf
+    from knowledge.ingest.chunker import chunk_document
+
+    data = _repetitive_register(2)
+    doc = read_pdf(data, ocr="off")
+    (table,) = doc.tables
+    assert table.page == 1 and [p for p, _ in table.overleaf] == [2, 3][: doc.pages - 1]
+    chunks = chunk_document(doc, HashEmbedder(64), max_tokens=120, overlap_tokens=0).chunks
+    body = [c for c in chunks if table.header_end < c.char_start < table.char_end]
+    assert {c.page for c in body} >= {1, 2}
+    boxes = dict(table.boxes())
+    assert all(c.table_bbox == boxes[c.page] for c in body)
+    second = next(c for c in body if c.page == 2)
+    passage = doc.text[second.char_start : second.char_end]
+    page = render_page(data, 2, [passage], regions=[boxes[2]])
+    assert page.regions and page.found

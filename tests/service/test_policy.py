@@ -52,6 +52,8 @@ EXPECTED: dict[str, tuple[type[Exception] | None, ...]] = {
     "system.read": FREE,
     "actor.switch": FREE,
     "audit.record": FREE,
+    "usage.read": FREE,
+    "quota.manage": ADMIN_ONLY,
     "job.run": FREE,
     "account.join": FREE,  # an invitation or the set-up token is the credential (checked by the desk)
 }

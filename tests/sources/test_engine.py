@@ -328,3 +328,18 @@ def test_what_a_new_user_met_first(tmp_path, files):
     (cache / "mirror").write_text("x")
     system.sources.remove("team")
     assert not cache.exists()
+
+
+def test_a_file_past_a_quota_fails_in_words_and_is_read_again_once_the_quota_allows(tmp_path, files):
+    name, _ = files
+    system, _ = counting_system(tmp_path, quotas={"store_files": 2, "admins_exempt": False})
+    _add(system, name)
+    report = system.sources.run("team")
+    assert report.counts["added"] == 2 and report.counts["failed"] == 1, report.summary()
+    (failed,) = [i for i in system.sources.run_items(report.run.id) if not i.ok]
+    assert "The store 'kb' holds 2 files; the quota is 2 files, and adding 1 file would pass it" in failed.message
+    assert len(system.catalog.files("kb")) == 2
+    system.people.quotas.set_limit("store", "kb", "files", 0)  # unlimited: the next run reads it again
+    again = system.sources.run("team")
+    assert again.counts["added"] == 1 and again.counts["failed"] == 0, again.summary()
+    assert len(system.catalog.files("kb")) == 3
