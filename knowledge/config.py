@@ -705,6 +705,13 @@ class OpsSettings(_Section):
         description="serve Prometheus metrics at /metrics on the REST API, the MCP server over HTTP and a"
         " worker's health listener (guarded like the API); false = 404",
     )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="a bearer token for /metrics alone, from the environment (KNOWLEDGE_OPS__METRICS_TOKEN):"
+        " a Prometheus scraper sends it (authorization: credentials) to the REST API, the MCP server and a"
+        " worker's health listener, with or without user accounts; it opens nothing else. Unset = /metrics"
+        " takes the API's key (a user's key once accounts exist)",
+    )
     log_format: Literal["text", "json"] = Field(
         "text",
         description="json = the servers' and workers' log lines as JSON objects, one a line (time, level,"

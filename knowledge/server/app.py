@@ -34,7 +34,7 @@ from knowledge.server.http import ApiError, check_bind, from_knowledge, unavaila
 from knowledge.server.idempotency import HEADER as IDEMPOTENCY_HEADER
 from knowledge.server.idempotency import REPLAYED
 from knowledge.server.objects import ApiState, KnowledgeApi
-from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, watch_queue
+from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, metrics_token, watch_queue
 from knowledge.server.routes import chat as chat_routes
 from knowledge.server.routes import files, people, search, sources, store_files, usage, vector_stores
 from knowledge.server.scim import PREFIX as SCIM_PREFIX
@@ -141,6 +141,7 @@ def create_app(system: System, *, api_key: str | None = None, chats: Chats | Non
         trusted_proxies=wb.settings.server.trusted_proxies,
         token_paths=(SCIM_PREFIX + "/",),
         probe_paths=PROBE_PATHS,
+        metrics_token=metrics_token(wb.settings),
     )
     app.add_middleware(Observed, server="api")  # outermost: every request's id, span, metrics, log line
     for exc_class, handler in HANDLERS:

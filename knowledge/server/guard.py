@@ -114,6 +114,10 @@ class Guard:
             name the visitor; from any other peer they only mark the request as proxied.
         probe_paths: paths answered to a ``GET`` without any key (``/healthz``, ``/readyz``: a load
             balancer's or an orchestrator's probe sends none); the Host and Origin checks still hold.
+        metrics_token: a bearer token that opens ``metrics_path`` (a ``GET``) and nothing else,
+            with or without accounts (``ops.metrics_token``: a Prometheus scraper's); ``None``: that
+            path is guarded like every other.
+        metrics_path: the path ``metrics_token`` opens.
         token_paths: path prefixes whose routes check their own bearer token (SCIM's provisioning
             token, :mod:`knowledge.server.scim`): neither the API key nor a user's key is asked
             for there, and a body may also be ``application/scim+json`` (RFC 7644 §3.1).
@@ -135,9 +139,13 @@ class Guard:
         trusted_proxies: Iterable[str] = (),
         token_paths: Iterable[str] = (),
         probe_paths: Iterable[str] = (),
+        metrics_token: str | None = None,
+        metrics_path: str = "/metrics",
     ) -> None:
         self.app = app
         self.probe_paths = frozenset(probe_paths)
+        self.metrics_digest = hashlib.sha256(metrics_token.encode()).digest() if metrics_token else None
+        self.metrics_path = metrics_path
         self.trusted = trusted_networks(trusted_proxies)
         self.people = people
         self._accounts = False  # once accounts exist they stay (the last admin cannot be deleted)
@@ -294,6 +302,14 @@ class Guard:
         headers = _headers(scope)
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        if (
+            self.metrics_digest is not None
+            and token
+            and scope.get("path") == self.metrics_path
+            and scope.get("method") in ("GET", "HEAD")
+            and hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.metrics_digest)
+        ):
+            return await self.app(scope, receive, send)  # the scraper's own token: /metrics only
         keyed = self.digest is not None
         own_token = bool(self.token_paths) and str(scope.get("path", "")).startswith(self.token_paths)
         try:

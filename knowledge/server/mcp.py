@@ -45,7 +45,7 @@ from knowledge.people import Actor
 from knowledge.server.filters import SearchFilter
 from knowledge.server.guard import Guard, server_hosts
 from knowledge.server.http import check_bind, control_char, unavailable_message
-from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, watch_queue
+from knowledge.server.ops import PROBE_PATHS, Observed, OpsEndpoints, metrics_token, watch_queue
 from knowledge.service.fusion import reciprocal_rank_fusion
 from knowledge.service.search import SearchRequest
 from knowledge.sources.engine import RUNS_KEPT, RunRecord
@@ -589,6 +589,7 @@ def http_app(
             people=wb,
             trusted_proxies=wb.settings.server.trusted_proxies,
             probe_paths=PROBE_PATHS,
+            metrics_token=metrics_token(wb.settings),
         ),
         server="mcp",
     )

@@ -11,10 +11,11 @@ health listener, and what every request leaves behind: its id, its span, its met
   check and the reason in words (:class:`~knowledge.service.health.Readiness`); ``/metrics``
   Prometheus's text. The Guard lets the two probes through without a key (:data:`PROBE_PATHS`:
   a load balancer or an orchestrator sends none) and asks ``/metrics`` for the API's key like any
-  route (a user's key once accounts exist); ``ops.metrics = false`` makes it a 404.
+  route (a user's key once accounts exist), or ``ops.metrics_token``, the scraper's token that
+  opens ``/metrics`` and nothing else; ``ops.metrics = false`` makes it a 404.
 * :class:`HealthListener`: the same three on a small HTTP server of a worker process
   (``ingest.worker_health_port``), its readiness also the worker's own state (sick, stopped,
-  waiting for the database), ``/metrics`` asking for the same key as the API.
+  waiting for the database), ``/metrics`` asking for the same keys as the API's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowledge.access import is_loopback
+from knowledge.config import Settings
 from knowledge.errors import KnowledgeError
 from knowledge.server.http import RETRY_AFTER_SECONDS
 from knowledge.service.health import Readiness, Ready
@@ -61,6 +64,12 @@ def ready_body(ready: Ready, extra: dict[str, Any] | None = None) -> tuple[int, 
     """``/readyz``'s status and body: 200 ready, 503 not (the body says why)."""
     body = {**ready.as_dict(), **(extra or {})}
     return (200 if ready.ready and body["status"] == "ready" else 503), body
+
+
+def metrics_token(settings: Settings) -> str | None:
+    """``ops.metrics_token`` in plain text (``None``: unset)."""
+    token = settings.ops.metrics_token
+    return token.get_secret_value() if token is not None else None
 
 
 class OpsEndpoints:
@@ -143,14 +152,41 @@ class Observed:
 
 
 def route_of(scope: Scope) -> str:
-    """The request's route template (``/v1/vector_stores/{vector_store_id}``), the probe's path, or
-    ``unmatched`` (an unknown path is never a label of its own)."""
+    """The request's route template (``/v1/vector_stores/{vs_id}``), the probe's path, or
+    ``unmatched`` (an unknown path is never a label of its own). A request refused before routing
+    (401, 429, 413 by the Guard) is matched against the paths of the application's OpenAPI schema
+    (FastAPI's public ``app.openapi()``), so that its refusal is counted under the route it asked for."""
     route = scope.get("route")
     path = getattr(route, "path", None)
     if isinstance(path, str) and path:
         return path
-    own = scope.get("path", "")
-    return own if own in (*PROBE_PATHS, METRICS_PATH, "/mcp") else "unmatched"
+    own = str(scope.get("path", ""))
+    if own in (*PROBE_PATHS, METRICS_PATH, "/mcp"):
+        return own
+    for pattern, template in _templates(scope.get("app")):
+        if pattern.fullmatch(own):
+            return template
+    return "unmatched"
+
+
+_TEMPLATES: dict[int, list[tuple[re.Pattern[str], str]]] = {}
+
+
+def _templates(app: Any) -> list[tuple[re.Pattern[str], str]]:
+    """``app``'s OpenAPI paths as ``(regex, template)``, the ones with fewer parameters first (a
+    literal ``/v1/vector_stores/search`` before ``/v1/vector_stores/{vector_store_id}``); ``[]``
+    for an application without a schema."""
+    key = id(app)
+    if key not in _TEMPLATES:
+        openapi = getattr(app, "openapi", None)
+        try:
+            paths = list(openapi().get("paths", {})) if callable(openapi) else []
+        except Exception:  # a schema that cannot be built: the refusals stay unmatched
+            log.warning("the OpenAPI schema could not be built for the request metrics", exc_info=True)
+            paths = []
+        paths.sort(key=lambda t: (t.count("{"), -len(t)))
+        _TEMPLATES[key] = [(re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(t))), t) for t in paths]
+    return _TEMPLATES[key]
 
 
 def watch_queue(wb: Workbench) -> None:
@@ -167,8 +203,9 @@ class HealthListener:
         readiness: the parts' checks.
         state: ``state() -> (state, reason)`` of the worker (its :class:`~knowledge.service.worker.HealthFile`'s):
             ready only while ``running``.
-        wb: the local admin's workbench, for the key of ``/metrics``: once accounts exist a user's key
-            (``kn-...``), else ``api_key`` when set, else a request from this computer only.
+        wb: the local admin's workbench, for the key of ``/metrics``: ``ops.metrics_token``, or once
+            accounts exist a user's key (``kn-...``), else ``api_key`` when set, else a request from
+            this computer only.
         api_key: the API's shared key (``KNOWLEDGE_API_KEY``).
         metrics: serve ``/metrics`` (``ops.metrics``).
     """
@@ -186,6 +223,8 @@ class HealthListener:
     ) -> None:
         self.readiness, self.state, self.wb, self.metrics = readiness, state, wb, metrics
         self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
+        scraper = metrics_token(wb.settings)
+        self.metrics_digest = hashlib.sha256(scraper.encode()).digest() if scraper else None
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -211,6 +250,12 @@ class HealthListener:
     def allowed(self, authorization: str, peer: str) -> bool:
         """Whether a ``/metrics`` request with header ``authorization`` from ``peer`` is answered."""
         token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
+        if (
+            self.metrics_digest is not None
+            and token
+            and hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.metrics_digest)
+        ):
+            return True  # the scraper's own token (ops.metrics_token)
         try:
             if self.wb.accounts.enabled():
                 self.wb.key_actor(token or None)
@@ -265,6 +310,7 @@ __all__ = [
     "HealthListener",
     "Observed",
     "OpsEndpoints",
+    "metrics_token",
     "ready_body",
     "route_of",
     "watch_queue",

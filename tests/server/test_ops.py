@@ -30,7 +30,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from knowledge.config import load_settings
 from knowledge.server.app import create_app
+from knowledge.server.ops import HealthListener
 from knowledge.system import System
+from knowledge.workbench import Workbench
 from tests.helpers.api import free_port
 from tests.helpers.pg import pg_catalog_settings
 
@@ -149,6 +151,42 @@ def test_the_probes_need_no_key_and_metrics_needs_the_apis(system):
     assert metric(m.text, "knowledge_ingest_queue_up") == 1
     assert metric(m.text, "knowledge_http_requests_total", server="api", route="/healthz", method="GET", status="200") >= 1
     assert "process_resident_memory_bytes" in m.text  # the RSS
+    # refused by the Guard before routing, yet counted under the route it asked for, not "unmatched"
+    client.get("/v1/vector_stores/vs_nope")
+    m = client.get("/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    route = "/v1/vector_stores/{vs_id}"
+    assert metric(m.text, "knowledge_http_requests_total", server="api", route=route, method="GET", status="401") == 1
+
+
+def test_the_scrapers_token_opens_metrics_and_nothing_else_with_accounts_too(tmp_path):
+    """Once accounts exist the API's shared key is refused everywhere; ``ops.metrics_token`` still
+    opens ``/metrics`` -- on the API and on a worker's health listener -- and no other route."""
+    s = System(
+        load_settings(data_dir=tmp_path / "data", embeddings={"model": "fake/hash-64"}, ops={"metrics_token": "scrape-me"})
+    )
+    try:
+        s.people.set_up_admin("root", "correct horse battery")
+        client = TestClient(create_app(s, api_key=KEY))
+        scraper = {"Authorization": "Bearer scrape-me"}
+        assert client.get("/metrics", headers={"Authorization": f"Bearer {KEY}"}).status_code == 401
+        assert client.get("/metrics").status_code == 401
+        assert client.get("/metrics", headers={"Authorization": "Bearer scrape-mf"}).status_code == 401
+        m = client.get("/metrics", headers=scraper)
+        assert m.status_code == 200 and "knowledge_ingest_queue_up" in m.text
+        assert client.get("/v1/vector_stores", headers=scraper).status_code == 401
+        assert client.post("/metrics", headers=scraper).status_code == 401  # GET only
+
+        listener = HealthListener(
+            "127.0.0.1", 0, readiness=Workbench(s).readiness(), state=lambda: ("running", None), wb=Workbench(s)
+        ).start()
+        try:
+            url = f"http://127.0.0.1:{listener.port}/metrics"
+            assert httpx.get(url, timeout=30).status_code == 401  # from this computer, but accounts exist
+            assert httpx.get(url, headers=scraper, timeout=30).status_code == 200
+        finally:
+            listener.close()
+    finally:
+        s.close()
 
 
 def test_readyz_says_which_part_is_not_reachable(tmp_path):
