@@ -81,7 +81,7 @@ with c2.form("my-password", clear_on_submit=True):
 
 st.subheader("My storage")
 mine = wb.usage()
-cols = st.columns(4)
+cols = st.columns(3)
 for col, measure, title in zip(cols, STORAGE, ("Stored bytes", "Files", "Chunks"), strict=False):
     limit = mine.limits[measure].amount
     used = mine.usage.of(measure)
@@ -90,9 +90,15 @@ for col, measure, title in zip(cols, STORAGE, ("Stored bytes", "Files", "Chunks"
     if limit:
         col.progress(min(1.0, used / limit))
 rate = mine.limits["requests_per_minute"].amount
-cols[3].metric("API requests a minute", "unlimited" if rate is None else f"{rate:,}", help="per key")
 if wb.usage_exempt():
-    st.caption("Admins are not held to the quotas here (setting `quotas.admins_exempt`).")
+    st.caption("Admins are held to none of these quotas, nor to a rate of API requests (setting `quotas.admins_exempt`).")
+else:
+    st.caption(
+        "Each of your API keys may send any number of requests a minute."
+        if rate is None
+        else f"Each of your API keys may send {rate:,} requests a minute; past that the API answers 429"
+        " until the minute ends."
+    )
 
 st.subheader("My API keys")
 st.caption(

@@ -11,42 +11,14 @@ from datetime import UTC, datetime, time
 
 import streamlit as st
 
+from knowledge.people import ACTION_WORDS
 from knowledge.people.accounts import source_label
+from knowledge.people.quotas import MEASURES, amount
 from knowledge.workbench import Workbench
 from pages._ui import app_workbench, utc
 
 wb: Workbench = app_workbench()
 me = wb.actor
-#: What each action is, in words.
-WORDS = {
-    "store.create": "created the store",
-    "store.delete": "deleted the store",
-    "store.share": "shared the store",
-    "store.unshare": "stopped sharing the store",
-    "store.export": "exported the store",
-    "store.import": "imported the store",
-    "store.reembed": "re-embedded the store",
-    "store.owner": "gave the store to someone",
-    "file.ingest": "added a file",
-    "file.delete": "deleted a file",
-    "file.attributes": "changed a file's attributes",
-    "user.create": "created an account",
-    "user.update": "changed an account",
-    "user.delete": "deleted an account",
-    "user.password": "changed a password",
-    "user.sign_in": "signed in",
-    "user.sign_in_failed": "failed to sign in",
-    "user.sign_out": "signed out",
-    "user.invite": "made an invitation link",
-    "key.create": "created an API key",
-    "key.revoke": "revoked an API key",
-    "group.create": "created a group",
-    "group.delete": "deleted a group",
-    "group.member": "changed a group",
-    "settings.change": "changed the settings",
-    "files.move": "moved the files to another file store",
-    "files.cleanup": "deleted the old copies of the files",
-}
 
 st.title("📜 Audit")
 sees_all = me.local or me.is_admin
@@ -70,7 +42,10 @@ kinds = {
     "key.": "API keys",
     "group.": "groups",
     "settings.": "settings",
-    **WORDS,
+    "quota.": "quotas",
+    "batch.": "batches",
+    "scim.": "provisioning (SCIM)",
+    **ACTION_WORDS,
 }
 action = c2.selectbox("Action", list(kinds), format_func=lambda a: kinds.get(a, a), key="audit-action")
 store = c3.selectbox("Store", ["", *visible], format_func=lambda s: s or "any store", key="audit-store")
@@ -94,11 +69,17 @@ def in_words(value: object) -> str:
 
 def detail(action: str, values: dict) -> str:
     """An event's detail in words: ``group.member`` as "added to <group>" / "removed from <group>"
-    (then "(from <provider>)" when a provider set it);
+    (then "(from <provider>)" when a provider set it); ``quota.set`` as "bytes: 1.0 MB";
     other actions as ``key: value`` pairs (:func:`in_words`) separated by ``;``."""
     if action == "group.member" and "group" in values and "added" in values:
         words = f"{'added to' if values['added'] else 'removed from'} {values['group']}"
         return f"{words} (from {source_label(str(values['source']))})" if values.get("source") else words
+    if action == "quota.set" and values.get("measure") in MEASURES:
+        measure, limit = str(values["measure"]), values.get("limit")
+        what = {"requests_per_minute": "API requests a minute"}.get(measure, measure)
+        if limit is None:
+            return f"{what}: back to the setting's quota"
+        return f"{what}: {'unlimited' if not limit else amount(measure, int(limit))}"
     return "; ".join(f"{k.replace('_', ' ')}: {in_words(v)}" for k, v in values.items())
 
 
@@ -126,7 +107,7 @@ rows = [
     {
         "time": utc(e.at, seconds=True),
         "who": people.get(e.actor, e.actor),
-        "what": WORDS.get(e.action, e.action),
+        "what": ACTION_WORDS.get(e.action, e.action),
         "store": e.store or "",
         "target": e.target or "",
         "detail": detail(e.action, e.detail),

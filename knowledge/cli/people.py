@@ -105,15 +105,17 @@ def _limit_words(measure: str, value: int | None) -> str:
 
 def cmd_usage(wb: Workbench, args: argparse.Namespace) -> int:
     if args.by == "store":
-        rows = [
-            (name, owner or "", *(u.of(m) for m in STORAGE), *(_limit_words(m, lim[m].amount) for m in STORAGE))
-            for name, owner, u, lim in wb.usage_by_store()
-        ]
+        stores = wb.usage_by_store()
         if args.json:
             keys = ("store", "owner", *STORAGE, *(f"limit_{m}" for m in STORAGE))
+            rows = [(n, o, *(u.of(m) for m in STORAGE), *(lim[m].amount for m in STORAGE)) for n, o, u, lim in stores]
             print(json.dumps([dict(zip(keys, r, strict=True)) for r in rows], ensure_ascii=False, indent=2))
         else:
-            print(table(rows, ["store", "owner", "bytes", "files", "chunks", "bytes quota", "files quota", "chunks quota"]))
+            words = [
+                (n, o or "", *(f"{amount(m, u.of(m))} of {_limit_words(m, lim[m].amount)}" for m in STORAGE))
+                for n, o, u, lim in stores
+            ]
+            print(table(words, ["store", "owner", "bytes", "files", "chunks"]))
         return 0
     reports = wb.usage_by_user() if args.by == "user" else None
     if reports is None:

@@ -15,7 +15,7 @@ from typing import Any
 from knowledge.config import Settings
 from knowledge.errors import AuthenticationFailed, InvalidArgument
 from knowledge.people.accounts import Accounts, Cursors, invite_link, normal_username
-from knowledge.people.audit import ACTIONS, Audit
+from knowledge.people.audit import ACTION_WORDS, ACTIONS, Audit
 from knowledge.people.directory import DirectoryUnavailable
 from knowledge.people.keys import PREFIX, ApiKeys
 from knowledge.people.provisioning import Provisioning
@@ -165,6 +165,7 @@ class People:
 
 __all__ = [
     "ACTIONS",
+    "ACTION_WORDS",
     "GRANT_KINDS",
     "LEVELS",
     "LOCAL_ADMIN",

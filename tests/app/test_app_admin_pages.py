@@ -98,6 +98,20 @@ def test_the_audit_page_says_group_changes_and_times_in_words(team):
     assert not any("True" in d or "False" in d for d in table["detail"])
 
 
+def test_every_recorded_action_is_said_in_words_and_a_quota_set_can_be_filtered(team):
+    from knowledge.people import ACTION_WORDS, ACTIONS
+
+    assert set(ACTION_WORDS) == set(ACTIONS)
+    root = team.as_user(team.actor_of("root"))
+    root.set_quota("user", "ana", "bytes", 1_000_000)
+    root.accounts.create_group("crew")
+    at = signed_in("root", "pages/audit.py")
+    at.selectbox(key="audit-action").select("quota.").run()
+    table = at.dataframe[0].value
+    assert list(table["what"]) == ["set a quota"]
+    assert table["target"].iloc[0] == "user:ana" and table["detail"].iloc[0] == "bytes: 1.0 MB"
+
+
 def test_the_people_page_builds_the_invitation_link_on_the_public_address(monkeypatch):
     monkeypatch.setenv("KNOWLEDGE_APP__PUBLIC_URL", "https://kb.example.org/team")
     wb: Workbench = open_app().session_state["workbench"]

@@ -120,7 +120,9 @@ def test_a_member_over_their_byte_quota_gets_403_in_words_and_nothing_is_written
         "files": 1,
         "chunks": 1,
         "limits": {"bytes": 100, "files": None, "chunks": None, "requests_per_minute": None},
+        "exempt": False,
     }
+    assert root.get("/v1/usage").json()["exempt"] is True  # an admin: held to none of them
 
 
 @pytest.mark.parametrize("system", [{"api_requests_per_minute": 6}], indirect=True)

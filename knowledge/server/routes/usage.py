@@ -1,7 +1,8 @@
 """``/v1/usage``: what people, groups and stores hold against their quotas (ours; OpenAI has none).
 
 ``GET /v1/usage`` is the caller's own use (stored bytes, files and chunks of the stores they own)
-and limits; ``?username=``, ``?group=`` or ``?store=`` another's, and ``?by=store`` / ``?by=user``
+and limits, with ``exempt`` true when none of them holds the caller (an admin,
+``quotas.admins_exempt``); ``?username=``, ``?group=`` or ``?store=`` another's, and ``?by=store`` / ``?by=user``
 everyone's -- an admin's only (403 ``permission_denied`` otherwise). ``POST /v1/usage/limits``
 (an admin's) sets one quota: ``{"scope": "user"|"group"|"store", "name", "measure":
 "bytes"|"files"|"chunks"|"requests_per_minute", "limit": n}`` (``0``: unlimited; ``null``: back to
@@ -51,7 +52,10 @@ def usage(
             raise bad(f"by is 'store' or 'user', got {by!r}.", "by")
         return {"object": "list", "data": rows}
     scope, name = asked[0] if asked else ("user", None)
-    return _usage(api.wb.usage(scope, name))
+    report = _usage(api.wb.usage(scope, name))
+    if scope == "user" and name in (None, api.wb.actor.username):
+        report["exempt"] = api.wb.usage_exempt()  # an admin held to none of the limits listed
+    return report
 
 
 class NewLimit(BaseModel):
