@@ -106,8 +106,8 @@ class StoredFileUsage:
 @dataclass(frozen=True, slots=True)
 class StoredFilePage:
     """One page of the file store as :meth:`Workbench.stored_file_page` reads it: ``usages`` (newest
-    first), ``total`` files matching, and over every file :attr:`actor` may read (not only those
-    matching): their ``total_bytes`` and how many no store uses (``unused``)."""
+    first), ``total`` files matching, their ``total_bytes`` and how many of them no store
+    :attr:`actor` may read uses (``unused``): the page's figures are the search's."""
 
     usages: list[StoredFileUsage]
     total: int
@@ -130,6 +130,14 @@ class BulkResult:
     acted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     jobs: list[IngestJob] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FailureKind:
+    """A failure as :func:`~knowledge.outcomes.can_retry` judges it: its error class name and reason."""
+
+    error: str | None
+    reason: str | None
 
 
 class Workbench:
@@ -1110,6 +1118,22 @@ class Workbench:
         return self._system.catalog.file_page(store, query, limit=limit, offset=offset, exclude=self._hidden_files(store))
 
     @checks("store.read")
+    def retriable_count(self, store: str, query: FileQuery | None = None) -> tuple[int, int]:
+        """``(retriable, failed)``: of the failed files of ``store`` that ``query`` matches (those
+        :attr:`actor` may read), how many a bulk retry (:meth:`bulk_files` ``"retry"``) would queue
+        -- :func:`~knowledge.outcomes.can_retry` and not asking for a password -- judged from their
+        failures grouped by the database (:meth:`Catalog.failure_kinds
+        <knowledge.catalog.Catalog.failure_kinds>`), and how many failed in all."""
+        self.authorize(store)
+        kinds = self._system.catalog.failure_kinds(store, query, exclude=self._hidden_files(store))
+        retriable = sum(
+            n
+            for error, reason, n in kinds
+            if can_retry(FailureKind(error, reason)) and not needs_password(FailureKind(error, reason))
+        )
+        return retriable, sum(n for _, _, n in kinds)
+
+    @checks("store.read")
     def file_counts(self, store: str) -> FileCounts:
         """The counts of ``store``'s files that :attr:`actor` may read (indexed, failed, busy, chunks),
         counted by the database."""
@@ -1569,10 +1593,10 @@ class Workbench:
             out.append(StoredFileUsage(f, stores, statuses, aliases))
         unused = sum(
             1
-            for f in readable
+            for f in matching
             if not any(s in seen and policy.reads(self.actor, s, r) for s, (_, r) in uses.get(f.id, {}).items())
         )
-        return StoredFilePage(out, len(matching), sum(f.size for f in readable), unused, offset)
+        return StoredFilePage(out, len(matching), sum(f.size for f in matching), unused, offset)
 
     @checks("store.write")
     def delete_stored_file(self, file_id: str, *, from_stores: bool = False) -> list[str]:

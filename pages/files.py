@@ -53,8 +53,8 @@ usage = page.usages
 
 c1, c2, c3 = st.columns(3)
 c1.metric("Stored files", f"{page.total:,}", help="Files saved in the file store, each once (those matching the search).")
-c2.metric("Total size", human_size(page.total_bytes))
-c3.metric("Not used by any store", f"{page.unused:,}")
+c2.metric("Total size", human_size(page.total_bytes), help="Of the files matching the search.")
+c3.metric("Not used by any store", f"{page.unused:,}", help="Of the files matching the search.")
 
 if not usage:
     if name.strip() or types or since or until:

@@ -104,6 +104,8 @@ def status_panel(store: str, disk_bytes: int | None) -> None:
     Alone in its container the block has no later sibling to replace.
     """
     job = _current_job(store)
+    if job is not None and job.done and st.session_state.get(f"refused-after:{store}") is job:
+        job = None  # an upload was refused after it: its outcome would read as the refusal's
     slot = st.container()
     if job is None or job.done:
         with slot:
@@ -308,7 +310,11 @@ def upload_section(store: str, disk_bytes: int | None) -> None:
         try:
             st.session_state[f"job:{store}"] = wb.submit_batch(store, items)
         except QuotaExceeded as exc:  # nothing was kept: the words say the limit and the use
-            st.error(inert(exc), icon="🚫")
+            # the last batch's "Batch done" would stand under this refusal as if it were its outcome
+            st.session_state[f"refused-after:{store}"] = _current_job(store)
+            st.session_state.pop(f"job:{store}", None)
+            names = ", ".join(name for name, _ in items[:5]) + (", ..." if len(items) > 5 else "")
+            st.error(md("**Not added: {}.** {}", names, str(exc)), icon="🚫")
     status_panel(store, disk_bytes)
 
     tpl = wb.store_template(wb.get_store(store))
@@ -568,6 +574,19 @@ def _digest(ids) -> str:
     return hashlib.sha1("\n".join(ids).encode()).hexdigest()[:8]
 
 
+def _skipped_in_words(skipped: list[tuple[str, str]]) -> str:
+    """The files a bulk action left out, grouped by why, every reason said: "12 would fail the same
+    way (a.pdf, b.doc, ...); 1 asks for a password: retry it on its own (c.pdf)"."""
+    by: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by.setdefault(reason, []).append(name)
+    parts = []
+    for reason, names in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        parts.append(f"{len(names):,} {reason} ({shown})")
+    return "; ".join(parts)
+
+
 def _bulk(store: str, action: str, picked: list | None, query: FileQuery, **kwargs) -> None:
     """Run a bulk action and say what it did, where it was taken (a flash), then draw the page again."""
     where = f"bulk:{store}" if action != "retry" else f"attention:{store}"
@@ -584,8 +603,7 @@ def _bulk(store: str, action: str, picked: list | None, query: FileQuery, **kwar
         }
         words = done[action].format(f"{len(result.acted):,} file(s)", kwargs.get("to"))
         if result.skipped:
-            why = "; ".join(f"{n} {r}" for n, r in result.skipped[:3]) + (" ..." if len(result.skipped) > 3 else "")
-            words += f"; left out {len(result.skipped):,} ({why})"
+            words += f"; left out {len(result.skipped):,}: {_skipped_in_words(result.skipped)}"
         if action == "retry" and result.jobs:
             st.session_state[f"job:{store}"] = result.jobs[0]
         set_flash(where, bool(result.acted), words + ".")
@@ -669,10 +687,18 @@ def attention(
         return
     if writable and shown is not None and page.total > 1:  # one failed file has its own Retry and Remove
         c1, c2 = st.columns(2)
-        if c1.button(
-            f"🔁 Try all {page.total:,} matching again",
+        retriable, _ = wb.retriable_count(store, shown)
+        others = page.total - retriable
+        if not retriable:
+            c1.caption(
+                "A retry cannot help any of these: they would fail the same way (fix the files and drop them"
+                " again), or ask for a password (tried one at a time below)."
+            )
+        elif c1.button(
+            f"🔁 Try all {page.total:,} matching again" if not others else f"🔁 Try the {retriable:,} a retry can help",
             key=f"retry-all:{store}",
-            help="Queued as one batch; files a retry cannot help are left out, and said",
+            help="Queued as one batch"
+            + (f"; the other {others:,} would fail the same way or ask for a password, and are left out" if others else ""),
         ):
             _bulk(store, "retry", None, shown)
         with c2:

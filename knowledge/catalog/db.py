@@ -599,6 +599,19 @@ class Catalog:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def failure_kinds(
+        self, store: str, query: FileQuery | None = None, *, exclude: Collection[str] = ()
+    ) -> list[tuple[str | None, str | None, int]]:
+        """The failed file records of ``store`` that ``query`` matches, grouped by their failure:
+        ``[(error class name, reason, count)]`` (one query; a few rows however many files failed
+        the same way), most first."""
+        where, args = self._file_where(store, replace(query or FileQuery(), statuses=("failed",)), exclude)
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT error, reason, count(*) FROM store_files" + where + " GROUP BY error, reason ORDER BY 3 DESC", args
+            ).fetchall()
+        return [(r[0], r[1], int(r[2])) for r in rows]
+
     def file_counts(self, store: str, *, exclude: Collection[str] = ()) -> FileCounts:
         """:class:`FileCounts` of ``store``'s file records (those not in ``exclude``), counted by the
         database in one query."""

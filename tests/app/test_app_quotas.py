@@ -14,6 +14,7 @@ from knowledge.system import System
 from knowledge.workbench import Workbench
 from tests.app.test_app_sharing import signed_in
 from tests.helpers.app import fresh_caches, page_text, use_fake_model
+from tests.helpers.stores_page import finish_job
 
 PW = "correct horse battery"
 LEAVE = b"# Leave\n\nThe parental leave policy grants sixteen weeks of paid leave.\n"  # 71 bytes
@@ -41,15 +42,22 @@ def team() -> Iterator[System]:
 def test_a_member_over_their_byte_quota_is_told_on_the_stores_page_and_nothing_is_written(team):
     at = signed_in(team, "ana", "pages/stores.py")
     assert at.selectbox(key="store_selected").value == "hr"
+    tiny = ("tiny.md", b"# Tiny\n\nA line.\n", "text/markdown")  # 16 bytes: 87 of 100
+    at.file_uploader(key="upload:hr").set_value([tiny]).run()
+    finish_job(at, "hr")
+    assert any("Batch done: 1 file" in p.proto.text for p in at.get("progress"))
     at.file_uploader(key="upload:hr").set_value([("more.md", LEAVE.replace(b"sixteen", b"twenty"), "text/markdown")]).run()
     assert not at.exception, at.exception
     errors = [e.value for e in at.error]
     assert any(
-        "Your stores hold 71 bytes; the quota is 100 bytes, and adding 70 bytes would pass it" in e for e in errors
+        "Not added: more.md." in e
+        and "Your stores hold 87 bytes; the quota is 100 bytes, and adding 70 bytes would pass it" in e
+        for e in errors
     ), errors
     assert "job:hr" not in at.session_state
-    assert [f.file_name for f in team.catalog.files("hr")] == ["leave.md"]
-    assert [f.name for f in team.files.list()] == ["leave.md"]
+    assert not any("Batch done" in p.proto.text for p in at.get("progress"))  # the last batch's is not this one's
+    assert sorted(f.file_name for f in team.catalog.files("hr")) == ["leave.md", "tiny.md"]
+    assert sorted(f.name for f in team.files.list()) == ["leave.md", "tiny.md"]
 
 
 def test_my_account_shows_my_use_against_my_quotas(team):

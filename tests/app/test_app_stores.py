@@ -779,9 +779,10 @@ def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["cats.md"]
 
 
-def _many(store: str, done: int, failed: int) -> None:
-    """``store`` with ``done`` indexed and ``failed`` failed records (a service was out of reach) over
-    small stored files, written straight into the catalog (nothing is ingested)."""
+def _many(store: str, done: int, failed: int, hopeless: int = 0) -> None:
+    """``store`` with ``done`` indexed and ``failed`` failed records (a service was out of reach; the
+    last ``hopeless`` of them empty documents instead, which a retry cannot help) over small stored
+    files, written straight into the catalog (nothing is ingested)."""
     from knowledge.catalog import DONE, FAILED, FileRecord
 
     system = System(load_settings())
@@ -792,6 +793,7 @@ def _many(store: str, done: int, failed: int) -> None:
             name = f"note-{i:04d}.md" if i < done else f"failed-{i:04d}.md"
             stored = system.files.save(name, "text/markdown", f"# Note {i}\n\nThe tide table {i}.\n".encode())
             bad = i >= done
+            empty = i >= done + failed - hopeless
             records.append(
                 FileRecord(
                     store,
@@ -800,10 +802,10 @@ def _many(store: str, done: int, failed: int) -> None:
                     stored.sha256,
                     stored.size,
                     FAILED if bad else DONE,
-                    "The vector store was out of reach." if bad else None,
+                    ("The file has no text." if empty else "The vector store was out of reach.") if bad else None,
                     0 if bad else 2,
                     None,
-                    error="BackendUnavailable" if bad else None,
+                    error=("EmptyDocument" if empty else "BackendUnavailable") if bad else None,
                 )
             )
         system.catalog.add_files(records)
@@ -842,6 +844,30 @@ def test_a_large_store_pages_its_files_finds_one_by_name_and_deletes_all_that_ma
         assert wb.file_counts("Notes").indexed == 110 and wb.file_page("Notes", limit=1).total == 122
     finally:
         wb.close()
+
+
+def test_the_bulk_retry_offers_only_the_files_a_retry_can_help_and_says_why_the_rest_are_left(fake_model):
+    _many("Notes", 2, 5, hopeless=2)
+    at = open_page()
+    assert not at.exception
+    retry = button(at, "retry-all:Notes")
+    assert retry.label == "🔁 Try the 3 a retry can help"
+    assert "the other 2 would fail the same way" in retry.help
+    retry.click().run()
+    assert not at.exception
+    (said,) = [s.value for s in at.success if "Queued" in s.value]
+    assert said.startswith(
+        "Queued 3 file(s) for a retry; left out 2: 2 would fail the same way (failed-0005.md, failed-0006.md)"
+    )
+
+
+def test_no_bulk_retry_is_offered_when_a_retry_can_help_none(fake_model):
+    _many("Notes", 2, 3, hopeless=3)
+    at = open_page()
+    assert not at.exception
+    assert not [b for b in at.button if b.key == "retry-all:Notes"]
+    assert any("A retry cannot help any of these" in c.value for c in at.caption)
+    assert [b for b in at.button if b.key == "yes:rm-all:Notes" or b.key == "rm-all:Notes"]  # removing still is
 
 
 def _tick_rows(at, store: str, rows: list[int]) -> None:

@@ -180,6 +180,9 @@ def test_the_files_page_reads_a_page_of_the_file_store_that_the_person_may_read(
     assert bob.stored_file_page(since=datetime.now(UTC) + timedelta(days=1)).total == 0
     assert bob.stored_file_page(limit=4, offset=100).offset == 4  # past the end: the last page
     assert ana.stored_file_page().total_bytes > bob.stored_file_page().total_bytes
+    one = bob.stored_file_page(name="page-5")  # the figures are the search's
+    assert one.total_bytes == one.usages[0].file.size < bob.stored_file_page().total_bytes
+    assert bob.stored_file_page(types=["pdf"]).total_bytes == 0
 
 
 def test_the_audit_trail_reads_a_page_after_the_last_event_of_the_one_before(system):
