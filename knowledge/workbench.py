@@ -1036,7 +1036,7 @@ class Workbench:
     def _queued(self, job: IngestJob, new: bool) -> IngestJob:
         """Claim ``job``'s store when ``new`` (the worker makes it), record the batch, start it."""
         if new:  # the worker makes the store with the batch's first file (its name was checked): the actor's
-            self._system.people.sharing.set_owner(job.store, self.actor.username)
+            self.claim(job.store)  # nobody's for the local admin: the admins' (a store before accounts)
             self.record("store.create", store=job.store, detail={"queued": True})
         self._ingested(job.store, False, job.item_names, queued=True)
         return job.start()

@@ -276,3 +276,20 @@ def test_a_bundle_past_a_quota_is_not_imported(settings, tmp_path):
         assert ana.usage().usage.chunks == 3
     finally:
         system.close()
+
+
+def test_a_store_the_local_admin_queued_before_accounts_is_the_admins_not_an_owner_named_local(catalog_settings):
+    """A batch into a new store, queued before accounts existed, left an owner row "local" (a reserved
+    name no account has): People then listed the store as "local"'s and no quota counted it."""
+    system = System(catalog_settings, embedder_factory=lambda m: HashEmbedder(dimension=16))
+    try:
+        job = Workbench(system).submit_batch("early", [("one.txt", TEXT)])
+        assert job.wait(60) and system.stores.exists("early")
+        assert system.people.sharing.owner("early") is None  # the admins', as a store made before accounts
+        system.people.set_up_admin("root", PW)
+        root = Workbench(system, actor=system.people.accounts.actor("root"))
+        (row,) = [r for r in root.usage_by_store() if r[0] == "early"]
+        assert row[1] is None and row[2].files == 1
+        assert "local" not in system.people.quotas.by_user()
+    finally:
+        system.close()
