@@ -42,7 +42,7 @@ from knowledge.catalog import (
 )
 from knowledge.config import Settings
 from knowledge.embeddings.base import Embedder
-from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, StoreNotFound
+from knowledge.errors import FileNotFoundInStore, InvalidArgument, PermissionDenied, QuotaExceeded, StoreNotFound
 from knowledge.evaluation import Evaluations
 from knowledge.evaluation.questions import Question, QuestionSet
 from knowledge.evaluation.runs import EvalRun, RunNotFound
@@ -123,13 +123,15 @@ BULK_ACTIONS = ("retry", "delete", "move", "readers")
 @dataclass(frozen=True, slots=True)
 class BulkResult:
     """What :meth:`Workbench.bulk_files` did: the ``action``, the names of the files it ``acted`` on
-    (a retry or a move: queued), those it ``skipped`` with why, in words (``(name, reason)``), and
-    the batches it queued (a retry's in the store, a move's in the other store)."""
+    (a retry or a move: queued), those it ``skipped`` with why, in words (``(name, reason)``), the
+    batches it queued (a retry's in the store, a move's in the other store), and ``warnings`` in
+    words (an admin's move that took someone past a quota)."""
 
     action: str
     acted: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     jobs: list[IngestJob] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -928,16 +930,37 @@ class Workbench:
         self.authorize(store, "write", create=True)
         return not self._system.stores.exists(store)
 
-    def _check_quota(self, store: str, add_bytes: int, add_files: int) -> None:
+    def _check_quota(self, store: str, add_bytes: int, add_files: int, *, moved_from: str | None = None) -> list[str]:
         """Refuse a write of ``add_files`` files of ``add_bytes`` bytes into ``store`` that would take
         the store, its owner (the actor for a new store) or the owner's groups past a quota
         (:meth:`Quotas.check_add <knowledge.people.quotas.Quotas.check_add>`): the one place every
-        ingestion path asks, before anything is kept. Raises ``QuotaExceeded``."""
+        ingestion path asks, before anything is kept. ``moved_from``: the store the files leave (a
+        move: its owner's use does not grow). An exempt actor (an admin) is not refused; a move of
+        theirs that takes someone past a quota returns that in words (else ``[]``).
+        Raises ``QuotaExceeded``."""
         quotas = self._system.people.quotas
-        if quotas.exempt(self.actor):  # the local admin on a laptop: not one query more
-            return
-        owner = self._system.people.sharing.owner(store) if self._system.stores.exists(store) else None
-        quotas.check_add(self.actor, store, owner, add_bytes=add_bytes, add_files=add_files)
+        exempt = quotas.exempt(self.actor)
+        if exempt and (moved_from is None or not self._system.people.enabled()):  # the laptop: not one query more
+            return []
+        sharing = self._system.people.sharing
+        owner = sharing.owner(store) if self._system.stores.exists(store) else None
+        leaving = sharing.owner(moved_from) if moved_from is not None else None
+        try:
+            quotas.check_add(
+                self.actor,
+                store,
+                owner,
+                add_bytes=add_bytes,
+                add_files=add_files,
+                moved_from=leaving,
+                even_exempt=exempt,
+            )
+        except QuotaExceeded as exc:
+            if not exempt:
+                raise
+            head = str(exc).split(". Nothing was added.")[0]
+            return [f"Done all the same, as admins are exempt from quotas, but now: {head}."]
+        return []
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:
         if new and self._system.stores.exists(store):  # made by this ingest (not refused before it was)
@@ -990,6 +1013,32 @@ class Workbench:
             StoreNotFound, PermissionDenied: :attr:`actor` may not write to ``store`` (nothing queued).
             BackendUnavailable: the catalog cannot be reached.
         """
+        return self._submit_batch(
+            store,
+            items,
+            template=template,
+            password=password,
+            attributes=attributes,
+            options=options,
+            batch_id=batch_id,
+            readers=readers,
+        )
+
+    def _submit_batch(
+        self,
+        store: str,
+        items: Sequence[Item],
+        *,
+        template: str | None = None,
+        password: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+        batch_id: str | None = None,
+        readers: str | Iterable[str] | None = None,
+        quota_checked: bool = False,
+    ) -> IngestJob:
+        """:meth:`submit_batch`; ``quota_checked``: the caller asked the quotas for the batch already
+        (a bulk move, net of what leaves; a bulk retry of files whose bytes are counted)."""
         new = self._writing(store)
         who = self._checked_readers(readers)
         if who is not None:
@@ -997,7 +1046,8 @@ class Workbench:
         hidden = self._hidden_files(store)
         if hidden:  # a file of the batch may not replace one of these by name (Indexer.ingest_file's protected)
             options = {**(options or {}), "protected": sorted(hidden)}
-        self._check_quota(store, sum(source_size(src) for _, src in items), len(items))
+        if not quota_checked:
+            self._check_quota(store, sum(source_size(src) for _, src in items), len(items))
         job = IngestJob(
             self._system.jobs,
             store,
@@ -1156,7 +1206,8 @@ class Workbench:
         ``to`` as well for a move); files :attr:`actor` may not read are skipped as unknown ids.
 
         * ``"retry"``: the failed files a retry can help (:func:`~knowledge.outcomes.can_retry`; not
-          one asking for a password, which is tried one at a time with it) are queued as one batch
+          one asking for a password, which is tried one at a time with it; no quota asked: their
+          failed records count already) are queued as one batch
           (:meth:`submit_batch` of their stored bytes, the same as :meth:`retry_file` ingests: its
           outcome replaces the failed record); the others are skipped, saying why.
         * ``"delete"``: each file as :meth:`delete_file` deletes it (audited per file).
@@ -1170,6 +1221,8 @@ class Workbench:
             StoreNotFound, PermissionDenied: no write access to ``store`` (or ``to``).
             InvalidArgument: an unknown action, a move without ``to`` or to ``store`` itself, readers
                 badly written (nothing done).
+            QuotaExceeded: a move that would take ``to``, its owner or their groups past a quota,
+                net of what leaves ``store`` (nothing moved; an admin's is done, with a warning).
         """
         if action not in BULK_ACTIONS:
             raise InvalidArgument(f"Unknown action {action!r}: expected one of {', '.join(BULK_ACTIONS)}.")
@@ -1204,8 +1257,8 @@ class Workbench:
                     out.skipped.append((rec.file_name, "its bytes are no longer stored"))
                 else:
                     items.append((rec.file_name, stored))
-            if items:
-                out.jobs.append(self.submit_batch(store, items))
+            if items:  # their failed records count already: the retry replaces them, adding nothing
+                out.jobs.append(self._submit_batch(store, items, quota_checked=True))
                 out.acted.extend(name for name, _ in items)
         elif action == "delete":
             for rec in records:
@@ -1228,8 +1281,14 @@ class Workbench:
                     out.skipped.append((rec.file_name, "its bytes are no longer stored"))
                 else:
                     groups.setdefault(rec.readers, []).append((rec, stored))
+            moving = [f for pairs in groups.values() for _, f in pairs]
+            # asked once, net of what leaves (a move between one person's stores adds nothing to
+            # their use); a refusal moves nothing
+            out.warnings.extend(self._check_quota(to, sum(f.size for f in moving), len(moving), moved_from=store))
             for who, pairs in groups.items():
-                out.jobs.append(self.submit_batch(to, [(r.file_name, f) for r, f in pairs], readers=who))
+                out.jobs.append(
+                    self._submit_batch(to, [(r.file_name, f) for r, f in pairs], readers=who, quota_checked=True)
+                )
                 for rec, _ in pairs:
                     self.delete_file(store, rec.file_id, keep_file=True)
                     out.acted.append(rec.file_name)

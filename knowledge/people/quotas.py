@@ -248,25 +248,39 @@ class Quotas:
         return self.settings.quotas.admins_exempt and (actor.local or actor.is_admin)
 
     def check_add(
-        self, actor: Actor, store: str | None, owner: str | None, *, add_bytes: int, add_files: int, add_chunks: int = 0
+        self,
+        actor: Actor,
+        store: str | None,
+        owner: str | None,
+        *,
+        add_bytes: int,
+        add_files: int,
+        add_chunks: int = 0,
+        moved_from: str | None = None,
+        even_exempt: bool = False,
     ) -> None:
         """Refuse a write of ``add_files`` files of ``add_bytes`` bytes into ``store`` (owned by
         ``owner``; ``None``: nobody, or the store is new and ``actor``'s) that would take the store,
         its owner or one of the owner's groups past a quota. Asked before anything is kept.
         ``store`` ``None``: an upload of ``actor``'s own not yet in a store (their quotas only).
         ``add_chunks``: the chunks, where they are known before (a bundle's); else a chunk quota
-        refuses once it is reached.
+        refuses once it is reached. ``moved_from``: the files leave a store owned by this username
+        (a move): that person's use, and their groups', do not grow by them, only ``store``'s.
+        ``even_exempt``: ask for an exempt actor too (to warn an admin whose write takes someone
+        past a quota).
 
         Raises:
             QuotaExceeded: the limit, the use and what was asked, in words (nothing written).
         """
-        if self.exempt(actor):
+        if self.exempt(actor) and not even_exempt:
             return
         holder = owner if owner is not None else (None if actor.local else actor.username)
         asked: list[tuple[str, str]] = [] if store is None else [("store", store)]
         if holder is not None:
             asked.append(("user", holder))
             asked += [("group", g) for g in sorted(self._groups_of(holder))]
+        left = set() if moved_from is None else {("user", moved_from), *(("group", g) for g in self._groups_of(moved_from))}
+        asked = [a for a in asked if a not in left]
         own = self._own_limits(asked)
         adding = {"bytes": add_bytes, "files": add_files, "chunks": add_chunks}
         for scope, name in asked:

@@ -293,3 +293,38 @@ def test_a_store_the_local_admin_queued_before_accounts_is_the_admins_not_an_own
         assert "local" not in system.people.quotas.by_user()
     finally:
         system.close()
+
+
+def test_a_move_between_ones_own_stores_adds_nothing_to_ones_use(world):
+    """ana holds 156 of her 300 bytes: moving that file to her other store keeps her at 156 (the
+    check counted it twice, 312, and refused)."""
+    system, ana = world
+    fid = ana.ingest_file("notes", TEXT, "one.txt").file_id
+    ana.create_store("archive")
+    result = ana.bulk_files("notes", "move", file_ids=[fid], to="archive")
+    assert result.acted == ["one.txt"] and result.warnings == []
+    assert all(job.wait(60) for job in result.jobs)
+    assert [f.file_name for f in system.catalog.files("archive")] == ["one.txt"]
+    assert system.people.quotas.user_usage("ana").bytes == N
+
+
+def test_an_admins_move_that_takes_a_member_past_her_quota_is_done_and_says_so(world):
+    system, ana = world
+    ana.ingest_file("notes", TEXT, "one.txt")
+    root = Workbench(system, actor=system.people.accounts.actor("root"))
+    fid = root.ingest_file("admin-notes", TEXT.replace(b"leave", b"lunch"), "two.txt").file_id
+    result = root.bulk_files("admin-notes", "move", file_ids=[fid], to="notes")
+    assert result.acted == ["two.txt"]
+    assert all(job.wait(60) for job in result.jobs)
+    (warning,) = result.warnings
+    assert "admins are exempt" in warning and f"The stores of ana hold {N} bytes; the quota is 300 bytes" in warning
+    assert system.people.quotas.user_usage("ana").bytes == 2 * N
+
+    # a move is still held to the quota of the store it goes to: refused, and nothing moves
+    ana.create_store("archive")
+    root.set_quota("store", "archive", "bytes", 100)
+    one = next(f.file_id for f in system.catalog.files("notes") if f.file_name == "one.txt")
+    with pytest.raises(QuotaExceeded, match="The store 'archive' holds 0 bytes; the quota is 100 bytes"):
+        ana.bulk_files("notes", "move", file_ids=[one], to="archive")
+    assert sorted(f.file_name for f in system.catalog.files("notes")) == ["one.txt", "two.txt"]
+    assert system.catalog.files("archive") == []
