@@ -245,7 +245,7 @@ class FolderSync:
         #: Asked before a file is added or changed: ``quota(store, bytes, files)`` raises a
         #: ``KnowledgeError`` (``QuotaExceeded``) that fails that file in words; the workbench's sync
         #: desk sets it to its quota check (:meth:`knowledge.workbench.SyncDesk.folder`).
-        self.quota: Callable[[str, int, int], None] | None = None
+        self.quota: Callable[[str, int, int], object] | None = None
         #: the path on disk of each name the last scan found (a name the store keeps lost the
         #: control and invisible characters of the file's own name: the file is still read by its own)
         self._on_disk: dict[str, Path] = {}
