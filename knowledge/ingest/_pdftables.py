@@ -410,39 +410,67 @@ def screen(pdf, number: int) -> tuple[bool, bool]:
         page.close()
 
 
-def _text_runs(page) -> list[Box]:
-    """The boxes of the runs of text on an open pypdfium2 ``page`` (PDFium's text rectangles: the
-    characters of one line set together), as ``(left, bottom, right, top)`` in PDF points."""
-    textpage = page.get_textpage()
-    try:
-        return [textpage.get_rect(i) for i in range(textpage.count_rects())]
-    finally:
-        textpage.close()
-
-
 def _screen(page, shapes: _Shapes) -> tuple[bool, bool]:
-    """:func:`screen` of an open ``page`` whose drawing is surveyed in ``shapes``."""
+    """:func:`screen` of an open ``page`` whose drawing is surveyed in ``shapes``.
+
+    The runs of text are PDFium's text rectangles (the characters of one line set together). A run
+    may hold two cells whose gap is made of spaces (a small key-value table set with the space
+    bar): a run wider than its characters need (more than half a line's height each, and two
+    lines' heights more) is looked into, character by character, for such a gap."""
     if shapes.across >= 2 and shapes.down >= 2:
         return True, True
     if shapes.across >= 3:
         return True, False
-    rects = _text_runs(page)
-    lines: list[tuple[float, list]] = []  # (middle, runs)
-    for r in sorted((r for r in rects if r[2] > r[0] and r[3] > r[1]), key=lambda r: (-(r[1] + r[3]) / 2, r[0])):
-        mid, height = (r[1] + r[3]) / 2, r[3] - r[1]
-        if lines and abs(lines[-1][0] - mid) <= max(2.0, height / 2):
-            lines[-1][1].append(r)
-        else:
-            lines.append((mid, [r]))
-    aligned = 0
-    for _, runs in lines:
-        runs.sort(key=lambda r: r[0])
-        height = max(r[3] - r[1] for r in runs)
-        if any(b[0] - a[2] >= height for a, b in pairwise(runs)):
-            aligned += 1
-            if aligned >= ALIGNED_LINES:
-                return True, False
-    return False, False
+    textpage = page.get_textpage()
+    try:
+        rects = [textpage.get_rect(i) for i in range(textpage.count_rects())]
+        lines: list[tuple[float, list]] = []  # (middle, runs)
+        for r in sorted((r for r in rects if r[2] > r[0] and r[3] > r[1]), key=lambda r: (-(r[1] + r[3]) / 2, r[0])):
+            mid, height = (r[1] + r[3]) / 2, r[3] - r[1]
+            if lines and abs(lines[-1][0] - mid) <= max(2.0, height / 2):
+                lines[-1][1].append(r)
+            else:
+                lines.append((mid, [r]))
+        aligned = 0
+        wide: list[Box] = []  # runs that may hold a gap of spaces
+        for _, runs in lines:
+            runs.sort(key=lambda r: r[0])
+            height = max(r[3] - r[1] for r in runs)
+            if any(b[0] - a[2] >= height for a, b in pairwise(runs)):
+                aligned += 1
+                if aligned >= ALIGNED_LINES:
+                    return True, False
+                continue
+            for r in runs:
+                w, h = r[2] - r[0], r[3] - r[1]
+                if w > 3 * h and w > h * (2 + 0.5 * len(textpage.get_text_bounded(*r).strip())):
+                    wide.append(r)
+        if wide and aligned + len(wide) >= ALIGNED_LINES:
+            aligned += _gaps_inside(textpage, wide)
+        return aligned >= ALIGNED_LINES, False
+    finally:
+        textpage.close()
+
+
+def _gaps_inside(textpage, runs: list[Box]) -> int:
+    """How many of ``runs`` (text rectangles of ``textpage``) hold two characters a gap of at least
+    the run's height apart (blank characters, which PDFium gives no width, left out)."""
+    inside: list[list[float]] = [[] for _ in runs]  # each run's characters' left and right edges
+    for i in range(textpage.count_chars()):
+        left, bottom, right, top = textpage.get_charbox(i)
+        if right <= left:
+            continue
+        x, y = (left + right) / 2, (bottom + top) / 2
+        for k, (x0, y0, x1, y1) in enumerate(runs):
+            if x0 <= x <= x1 and y0 <= y <= y1:
+                inside[k] += [left, right]
+                break
+    found = 0
+    for (_, y0, _, y1), edges in zip(runs, inside, strict=True):
+        pairs = sorted(zip(edges[::2], edges[1::2], strict=True))
+        if any(b[0] - a[1] >= y1 - y0 for a, b in pairwise(pairs)):
+            found += 1
+    return found
 
 
 def _camelot(
@@ -811,8 +839,14 @@ def _table(t, method: str, rules: Sequence[Rule] = ()) -> PdfTable | None:
     multi-line header cells merged (:func:`_without_captions`, :func:`_merge_header_fragments`).
     ``rules``: the page's horizontal rules, by which a hybrid table's wrapped cells are joined
     (:func:`_between_rules`)."""
-    rows = [[_cell(c) for c in row] for row in t.df.values.tolist()]
-    spans = list(range(len(rows)))  # the camelot rows each row of ``rows`` comes from (for the box)
+    raw = t.df.values.tolist()
+    origin = list(range(len(raw)))  # the camelot row each row comes from (for the box)
+    if method == "lattice":  # rows a missed rule left stacked in one grid row: apart again
+        raw, origin = _unstacked(raw)
+        if any(_stacked_figures(row) for row in raw):  # no rules between the rows: not this grid's table
+            return None
+    rows = [[_cell(c) for c in row] for row in raw]
+    spans = origin
     if method == "stream":  # only a table between rules is taken from the whitespace parser
         band = _ruled_band(t, rules)
         if band is None:
@@ -837,7 +871,7 @@ def _table(t, method: str, rules: Sequence[Rule] = ()) -> PdfTable | None:
     if len(rows) < 2 or len(keep) < 2 or is_running_text(rows):
         return None
     # the box of the cells taken: the rows kept (all when rows were joined) and the columns kept
-    cells = [c for i, row in enumerate(t.cells) if not spans or i in spans for j, c in enumerate(row) if j in keep] or [
+    cells = [c for i, row in enumerate(t.cells) if not spans or i in set(spans) for j, c in enumerate(row) if j in keep] or [
         c for row in t.cells for c in row
     ]
     x0, x1 = min(c.x1 for c in cells), max(c.x2 for c in cells)
@@ -847,6 +881,50 @@ def _table(t, method: str, rules: Sequence[Rule] = ()) -> PdfTable | None:
     bbox = (round(x0, 2), round(height - y1, 2), round(x1, 2), round(height - y0, 2))
     turned = bool(getattr(t, "rotation", ""))
     return PdfTable(int(t.page), bbox, rows, _header_rows(rows), method, turned)
+
+
+def _unstacked(rows: list[list]) -> tuple[list[list[str]], list[int]]:
+    """A lattice grid's rows with each row that holds several table rows stacked -- a rule missing
+    between them (a spreadsheet that draws borders round some rows only) -- split into them, and
+    for each row the grid row it comes from.
+
+    A grid row is taken for ``k`` stacked rows when at least two of its cells hold text, every one
+    of them holds exactly ``k >= 2`` lines, and past its first filled cell at least half of those
+    lines are numbers: a row label over several lines beside figures over as many. A multi-line
+    header cell (its neighbours on fewer lines, or words) and a wrapped text cell stay one row."""
+    out: list[list[str]] = []
+    origin: list[int] = []
+    for i, row in enumerate(rows):
+        cells = ["" if c is None else str(c) for c in row]
+        lines = [[part.strip() for part in c.split("\n") if part.strip()] for c in cells]
+        filled = [ls for ls in lines if ls]
+        k = len(filled[0]) if filled else 0
+        later = [line for ls in filled[1:] for line in ls]
+        if (
+            len(filled) >= 2
+            and k >= 2
+            and all(len(ls) == k for ls in filled)
+            and sum(bool(_NUMBER.match(line)) for line in later) * 2 >= len(later)
+        ):
+            for n in range(k):
+                out.append([ls[n] if ls else "" for ls in lines])
+                origin.append(i)
+        else:
+            out.append(cells)
+            origin.append(i)
+    return out, origin
+
+
+def _stacked_figures(row: list[str]) -> bool:
+    """Whether two or more cells of a grid row each hold three or more lines, most of them numbers:
+    the rows of a table whose grid has no rules between them (only round it and between its
+    columns), which :func:`_unstacked` could not take apart (its label column on other lines)."""
+    stacked = 0
+    for cell in row:
+        lines = [part.strip() for part in str(cell or "").split("\n") if part.strip()]
+        if len(lines) >= 3 and sum(bool(_NUMBER.match(line)) for line in lines) * 2 >= len(lines):
+            stacked += 1
+    return stacked >= 2
 
 
 def _prose_columns(rows: list[list[str]]) -> set[int]:
@@ -958,13 +1036,19 @@ _TABLE_NAME = re.compile(r"(?i)^(table|tab\.)\s*([0-9]+[a-z]?|[ivxlc]+)\b[.:]?(\
 
 def _without_captions(rows: list[list[str]]) -> list[list[str]]:
     """``rows`` less the leading and trailing rows that are a single cell of :data:`CAPTION_WORDS`
-    words or more, or a single cell naming a table ("Table 3 (continued)", "TABLE II"): a caption
-    above the table ("Table 7. Revenue by region, 2003-2007") or a note under it, which the page's
-    text keeps as text."""
+    words or more, a single cell naming a table ("Table 3 (continued)", "TABLE II"), or a single
+    cell that starts in lower case and ends in punctuation (the end of the paragraph above,
+    "surveys."): a caption above the table ("Table 7. Revenue by region, 2003-2007"), a note under
+    it or a line of prose, which the page's text keeps as text."""
 
     def caption(row: list[str]) -> bool:
         filled = [c for c in row if c]
-        return len(filled) == 1 and (len(filled[0].split()) >= CAPTION_WORDS or bool(_TABLE_NAME.match(filled[0])))
+        if len(filled) != 1:
+            return False
+        text = filled[0].strip()
+        # the last words of the paragraph above or the first of the one under ("surveys.")
+        tail = text[:1].islower() and text.endswith((".", ";", ":", ","))
+        return tail or len(text.split()) >= CAPTION_WORDS or bool(_TABLE_NAME.match(text))
 
     while rows and caption(rows[0]):
         rows = rows[1:]

@@ -292,3 +292,23 @@ def split_grid_table() -> bytes:
         for c, cell in enumerate(row):
             pdf.text(46 + c * width, top + r * height + 15, cell)
     return _bytes(pdf)
+
+
+def spaced_key_values(marker: str = "WOMBAT-4310") -> bytes:
+    """One A4 page: a sentence, a two-column table of age groups and proportions whose columns are
+    set apart inside one text object (``[(20-29) -11000 (0.2650)] TJ``: a gap of 110 points, no
+    space character), as a word processor's tab stops come out, and a sentence under it."""
+    rows = [("Age Group", "Proportion"), ("20-29", "0.2650"), ("30-39", "0.2046"), ("40-49", "0.1477")]
+    rows += [("50-59", "0.1514"), ("60-69", "0.1225"), ("70-79", "0.0752")]
+    from fpdf import FPDF
+
+    metrics = FPDF(unit="pt")
+    metrics.set_font("helvetica", size=10)
+    lines = [b"BT /F1 10 Tf 72 760 Td (These proportions from the 1980 census are used for every age group.) Tj ET"]
+    for i, (a, b) in enumerate(rows):
+        move = round((150 - metrics.get_string_width(a)) * 100)  # to x = 72 + 150, in thousandths of the size
+        lines.append(b"BT /F1 10 Tf 72 %d Td [(%s) -%d (%s)] TJ ET" % (730 - 14 * i, a.encode(), move, b.encode()))
+    lines.append(
+        b"BT /F1 10 Tf 72 620 Td (The next proportions are used for trends between surveys %s.) Tj ET" % marker.encode()
+    )
+    return raw_pdf([b"\n".join(lines)])

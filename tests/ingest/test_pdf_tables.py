@@ -724,3 +724,58 @@ def test_a_page_of_complete_grids_is_read_by_lattice_alone_and_an_unruled_table_
     columns = line(100, "Part", 400) + line(200, "Count", 400)
     assert not _grids_hold_the_columns([grid], cell * 3 + columns + columns)  # an unruled table outside
     assert not _grids_hold_the_columns([grid], line(105, "Bolt", 505) + line(250, "12", 505))  # two texts, one cell
+
+
+# -- kinds found on a held set of other files (issue 43) -------------------------------------------------
+def test_a_key_value_table_whose_columns_are_set_apart_inside_one_text_run_is_a_table():
+    """PDFium gives ``[(20-29) -11000 (0.2650)] TJ`` one text rectangle: the screen looks inside such
+    a wide run for the gap (before, the page was never handed to the table detector)."""
+    from tests.helpers.hostile_pdfs import spaced_key_values
+
+    doc = read_pdf(spaced_key_values(), ocr="off")
+    (table,) = doc.tables
+    assert doc.text[table.char_start : table.char_end].split("\n")[:3] == [
+        "| Age Group | Proportion |",
+        "| --- | --- |",
+        "| 20-29 | 0.2650 |",
+    ]
+    assert "| 70-79 | 0.0752 |" in doc.text and "WOMBAT-4310" in doc.text
+
+
+def test_rows_stacked_in_one_grid_row_by_a_missing_rule_are_apart_and_a_header_cell_is_not():
+    from knowledge.ingest._pdftables import _unstacked
+
+    rows = [
+        ["PRODUCTS", "HARVEST\n11/12", "VARIATION\n(c/a)"],  # a two-line header: words, not figures
+        ["RICE", "2.426,7", "(1,3)"],
+        ["SORGHUM\nSUBTOTAL\nOAT", "786,9\n48.386,0\n153,0", "6,3\n5,3\n10,3"],
+        ["Notes on the\ncrops", "see\nbelow", ""],  # a wrapped text cell beside another
+    ]
+    out, origin = _unstacked(rows)
+    assert out == [
+        rows[0],
+        rows[1],
+        ["SORGHUM", "786,9", "6,3"],
+        ["SUBTOTAL", "48.386,0", "5,3"],
+        ["OAT", "153,0", "10,3"],
+        rows[3],
+    ]
+    assert origin == [0, 1, 2, 2, 2, 3]
+
+
+def test_a_grid_whose_body_is_one_row_of_stacked_figures_is_not_taken_for_the_table():
+    """A box with rules between the columns only: camelot's grid holds every row in one; the
+    whitespace reading (hybrid) has them apart, and is the one kept."""
+    from knowledge.ingest._pdftables import _stacked_figures
+
+    assert _stacked_figures(["All ages\n. . .\n.", "291,099\n54,425\n34,947", "100.0\n18.7\n12.0"])
+    assert not _stacked_figures(["Margin of\nerror (±)", "Number", "Percent"])
+    assert not _stacked_figures(["a\nb\nc", "d\ne\nf", "1"])  # words, not figures
+
+
+def test_the_last_words_of_the_paragraph_above_are_not_the_tables_first_row():
+    from knowledge.ingest._pdftables import _without_captions
+
+    rows = [["surveys.", ""], ["Age Group", "Proportion"], ["20-29", "0.2834"]]
+    assert _without_captions(rows) == rows[1:]
+    assert _without_captions([["Total", ""], ["a", "1"]]) == [["Total", ""], ["a", "1"]]  # a label row stays
