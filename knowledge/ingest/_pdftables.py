@@ -717,7 +717,7 @@ def _read(camelot, data: bytes, pages: list[int], password: str | None, engine: 
     ``"vector"`` from the page's vector graphics, ``"combined"`` from the page drawn at 300 dpi too.
     A run of text that crosses a rule is split there (``split_text``): the layout analysis joins
     two cells' words into one line when they sit close (a date and an amount), and the rule is
-    where one cell ends."""
+    where one cell ends. A cell merged down several rows is spread to each (``copy_text``)."""
     if not pages:
         return []
     spec = ",".join(str(n) for n in pages)
@@ -730,6 +730,7 @@ def _read(camelot, data: bytes, pages: list[int], password: str | None, engine: 
             suppress_stdout=True,
             engine=engine,
             split_text=True,
+            copy_text=["v"],
             layout_kwargs=_LAYOUT,
         )
     )

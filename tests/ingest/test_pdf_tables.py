@@ -779,3 +779,29 @@ def test_the_last_words_of_the_paragraph_above_are_not_the_tables_first_row():
     rows = [["surveys.", ""], ["Age Group", "Proportion"], ["20-29", "0.2834"]]
     assert _without_captions(rows) == rows[1:]
     assert _without_captions([["Total", ""], ["a", "1"]]) == [["Total", ""], ["a", "1"]]  # a label row stays
+
+
+def test_a_cell_spanning_rows_is_spread_to_each_of_them():
+    """A plan type ruled across three rows: each row says it, so a chunk holding one row still
+    answers which plan type it is (merged cells spread, issue 43)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=10)
+    pdf.add_page()
+    pdf.multi_cell(0, 6, "Enrolment by plan WOMBAT-4311.", new_x="LMARGIN", new_y="NEXT")
+    with pdf.table(first_row_as_headings=True) as table:
+        for values in (["Plan Type", "County", "Totals"],):
+            row = table.row()
+            for value in values:
+                row.cell(value)
+        row = table.row()
+        row.cell("GMC", rowspan=3)
+        row.cell("Sacramento")
+        row.cell("126,547")
+        for county, total in (("San Diego", "71,831"), ("Placer", "9,404")):
+            row = table.row()
+            row.cell(county)
+            row.cell(total)
+    doc = read_pdf(bytes(pdf.output()), ocr="off")
+    assert "| GMC | Sacramento | 126,547 |\n| GMC | San Diego | 71,831 |\n| GMC | Placer | 9,404 |" in doc.text
