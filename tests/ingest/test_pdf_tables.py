@@ -805,3 +805,13 @@ def test_a_cell_spanning_rows_is_spread_to_each_of_them():
             row.cell(total)
     doc = read_pdf(bytes(pdf.output()), ocr="off")
     assert "| GMC | Sacramento | 126,547 |\n| GMC | San Diego | 71,831 |\n| GMC | Placer | 9,404 |" in doc.text
+
+
+def test_a_heading_over_one_justified_line_of_prose_is_not_a_table(corpus):
+    """pdflatex's filler text: "4 Foo" over a justified line whose wide word gaps camelot took for
+    columns ("Hello, here | is | some | text without a meaning. | ..."). Only its contents list is
+    a table."""
+    doc = read_pdf((corpus / "pdf" / "pdflatex-outline.pdf").read_bytes(), ocr="off")
+    (contents,) = doc.tables
+    assert doc.text[contents.char_start : contents.char_end].startswith("| Contents |")
+    assert "| Hello, here |" not in doc.text and "Hello, here is some text without a meaning." in doc.text
