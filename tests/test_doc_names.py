@@ -1,6 +1,6 @@
 """Every command and setting the deployment docs name exists (issue 39: docs/api.md asked for a
-setting a team must not use): the ``python -m knowledge ...`` commands of docs/team.md and docs/api.md
-are parsed by the CLI's own parser (command, action, options), and every setting they name
+setting a team must not use): the ``python -m knowledge ...`` commands of docs/team.md, docs/api.md
+and docs/container.md are parsed by the CLI's own parser (command, action, options), and every setting they name
 (``section.key`` in code, ``[section]`` keys of their TOML blocks, ``KNOWLEDGE_SECTION__KEY``) is a
 field of :class:`knowledge.config.Settings`."""
 
@@ -18,7 +18,7 @@ from knowledge.cli import build_parser
 from knowledge.cli.files import alias as files_alias
 from knowledge.config import Settings
 
-DOCS = [Path(__file__).resolve().parents[1] / "docs" / name for name in ("team.md", "api.md")]
+DOCS = [Path(__file__).resolve().parents[1] / "docs" / name for name in ("team.md", "api.md", "container.md")]
 #: Names written like settings that are none: Streamlit's options, OpenAI's object types, a Python
 #: attribute, a file name, the variable naming the settings file.
 FOREIGN = {
