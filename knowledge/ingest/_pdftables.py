@@ -415,9 +415,11 @@ def _screen(page, shapes: _Shapes) -> tuple[bool, bool]:
     """:func:`screen` of an open ``page`` whose drawing is surveyed in ``shapes``.
 
     The runs of text are PDFium's text rectangles (the characters of one line set together). A run
-    may hold two cells whose gap is made of spaces (a small key-value table set with the space
-    bar): a run wider than its characters need (more than half a line's height each, and two
-    lines' heights more) is looked into, character by character, for such a gap."""
+    may hold two cells whose gap is a step inside one text object (a small key-value table set with
+    tab stops): a run wider than its characters need (more than half a line's height each, and two
+    lines' heights more) is looked into, character by character, for such a gap (:func:`_gaps_inside`);
+    such a line counts when another one stands within two and a half lines of it (rows line under
+    line, not a numbered heading alone)."""
     if shapes.across >= 2 and shapes.down >= 2:
         return True, True
     if shapes.across >= 3:
@@ -447,15 +449,19 @@ def _screen(page, shapes: _Shapes) -> tuple[bool, bool]:
                 if w > 3 * h and w > h * (2 + 0.5 * len(textpage.get_text_bounded(*r).strip())):
                     wide.append(r)
         if wide and aligned + len(wide) >= ALIGNED_LINES:
-            aligned += _gaps_inside(textpage, wide)
+            gapped = _gaps_inside(textpage, wide)
+            # rows of a table stand line under line; a numbered heading ("2 Bar") stands alone
+            aligned += sum(any(a is not b and abs(a[1] - b[1]) <= 2.5 * (a[3] - a[1]) for b in gapped) for a in gapped)
         return aligned >= ALIGNED_LINES, False
     finally:
         textpage.close()
 
 
-def _gaps_inside(textpage, runs: list[Box]) -> int:
-    """How many of ``runs`` (text rectangles of ``textpage``) hold two characters a gap of at least
-    the run's height apart (blank characters, which PDFium gives no width, left out)."""
+def _gaps_inside(textpage, runs: list[Box]) -> list[Box]:
+    """The ones of ``runs`` (text rectangles of ``textpage``) that hold two characters a gap of at least
+    the run's height apart, three times the median of the run's gaps between words or more (a
+    justified line's word gaps are widened alike; blank characters, which PDFium gives no width,
+    left out)."""
     inside: list[list[float]] = [[] for _ in runs]  # each run's characters' left and right edges
     for i in range(textpage.count_chars()):
         left, bottom, right, top = textpage.get_charbox(i)
@@ -466,11 +472,15 @@ def _gaps_inside(textpage, runs: list[Box]) -> int:
             if x0 <= x <= x1 and y0 <= y <= y1:
                 inside[k] += [left, right]
                 break
-    found = 0
-    for (_, y0, _, y1), edges in zip(runs, inside, strict=True):
+    found: list[Box] = []
+    for run, edges in zip(runs, inside, strict=True):
+        y0, y1 = run[1], run[3]
         pairs = sorted(zip(edges[::2], edges[1::2], strict=True))
-        if any(b[0] - a[1] >= y1 - y0 for a, b in pairwise(pairs)):
-            found += 1
+        height = y1 - y0
+        gaps = sorted(b[0] - a[1] for a, b in pairwise(pairs) if b[0] - a[1] > 0.1 * height)  # between words
+        # one gap far wider than the line's other word gaps: a justified line widens them all alike
+        if gaps and gaps[-1] >= height and (len(gaps) == 1 or gaps[-1] >= 3 * gaps[(len(gaps) - 1) // 2]):
+            found.append(run)
     return found
 
 
