@@ -53,7 +53,7 @@ from knowledge.outcomes import IngestResult, Outcome, can_retry, needs_password
 from knowledge.people import LOCAL_ADMIN, Actor, AuditEvent, Level, User
 from knowledge.people.desk import AccountDesk
 from knowledge.people.policy import checks, describe_readers, parse_readers
-from knowledge.people.quotas import Limit, RateDecision, Usage, UsageReport
+from knowledge.people.quotas import Limit, RateDecision, Usage, UsageReport, amount
 from knowledge.people.sso import SingleSignOn
 from knowledge.portable import Portable
 from knowledge.portable.backup import BackupResult, RestoreResult
@@ -958,8 +958,14 @@ class Workbench:
         except QuotaExceeded as exc:
             if not exempt:
                 raise
-            head = str(exc).split(". Nothing was added.")[0]
-            return [f"Done all the same, as admins are exempt from quotas, but now: {head}."]
+            whose = {"store": f"the store {exc.name!r}", "group": f"the stores of the group {exc.name}"}.get(
+                exc.scope, f"the stores of {exc.name}"
+            )
+            now = exc.used + {"bytes": add_bytes, "files": add_files}.get(exc.measure, 0)
+            return [
+                f"Done all the same, as admins are exempt from quotas: {whose} now hold {amount(exc.measure, now)},"
+                f" past the quota of {amount(exc.measure, exc.limit)}."
+            ]
         return []
 
     def _ingested(self, store: str, new: bool, names: list[str], **detail: Any) -> None:

@@ -170,11 +170,12 @@ DISTANCES: list[str] = list(_DISTANCES)
 _PREFIX = "flash:"
 
 
-def set_flash(key: str, ok: bool, msg: str) -> None:
+def set_flash(key: str, ok: bool | None, msg: str) -> None:
     """Keep ``msg`` for the next run, to show once where :func:`flash` is called with ``key``:
-    as a success (``ok``) or an error. ``msg`` is plain text (it names stores and files, which are
-    untrusted): shown as written, never read as Markdown."""
-    st.session_state[_PREFIX + key] = (bool(ok), msg)
+    as a success (``ok``), an error (``False``) or a warning (``None``: done, with something to
+    heed). ``msg`` is plain text (it names stores and files, which are untrusted): shown as
+    written, never read as Markdown."""
+    st.session_state[_PREFIX + key] = (None if ok is None else bool(ok), msg)
 
 
 def has_flash(key: str) -> bool:
@@ -186,7 +187,7 @@ def flash(key: str) -> None:
     """Show, once, the message kept under ``key`` by :func:`set_flash` (nothing when there is none)."""
     msg = st.session_state.pop(_PREFIX + key, None)
     if msg:
-        (st.success if msg[0] else st.error)(inert(msg[1]))
+        (st.warning if msg[0] is None else st.success if msg[0] else st.error)(inert(msg[1]))
 
 
 def megabytes(n: int | float | None, digits: int = 3) -> float | None:

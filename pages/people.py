@@ -33,7 +33,8 @@ def turn_on_accounts() -> None:
         " and an audit trail of who did what."
     )
     st.caption(
-        "You become the first admin, and the stores made so far are yours. From then on everyone signs"
+        "You become the first admin, and the stores made so far are the admins' (yours, and any admin's"
+        " after you). From then on everyone signs"
         " in with an account (also you, here)"
         + (
             ", and the shared password no longer signs in."
@@ -318,7 +319,8 @@ with tab_usage:
             {
                 "person": labels.get(r.name, r.name),
                 **{m: quota(m, r.usage.of(m), r.limits[m].amount) for m in STORAGE},
-                "API requests a minute": r.limits["requests_per_minute"].amount or "unlimited",
+                # text in every row: a column of numbers and "unlimited" cannot be drawn (Arrow refuses it)
+                "API requests a minute": f"{rate:,}" if (rate := r.limits["requests_per_minute"].amount) else "unlimited",
             }
             for r in wb.usage_by_user()
         ],

@@ -606,7 +606,7 @@ def _bulk(store: str, action: str, picked: list | None, query: FileQuery, **kwar
             words += f"; left out {len(result.skipped):,}: {_skipped_in_words(result.skipped)}"
         if action == "retry" and result.jobs:
             st.session_state[f"job:{store}"] = result.jobs[0]
-        set_flash(where, bool(result.acted), " ".join([words + ".", *result.warnings]))
+        set_flash(where, None if result.warnings else bool(result.acted), " ".join([words + ".", *result.warnings]))
     except KnowledgeError as exc:
         set_flash(where, False, str(exc))
     st.rerun()

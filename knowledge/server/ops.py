@@ -266,6 +266,12 @@ class HealthListener:
             return hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest)
         return is_loopback(peer)
 
+    def _accounts_on(self) -> bool:
+        try:
+            return bool(self.wb.accounts.enabled())
+        except KnowledgeError:  # the catalog cannot be read now: say both
+            return False
+
     def answer(self, req: BaseHTTPRequestHandler) -> None:
         path = req.path.split("?", 1)[0]
         rid = new_request_id(req.headers.get(REQUEST_ID_HEADER))
@@ -288,13 +294,21 @@ class HealthListener:
                     status, (body, ctype) = 200, metrics_text()
                 else:
                     status, ctype = 401, "application/json"
-                    body = json.dumps({"error": "send the API's key: Authorization: Bearer <key>"}).encode()
+                    words = (
+                        "send a user's own key (Authorization: Bearer kn-...): once accounts exist the shared"
+                        " KNOWLEDGE_API_KEY is refused"
+                        if self._accounts_on()
+                        else "send the API's key (Authorization: Bearer <KNOWLEDGE_API_KEY>)"
+                    )
+                    body = json.dumps({"error": f"{words}, or the scraper's token ops.metrics_token"}).encode()
             else:
                 status, body, ctype = 404, json.dumps({"error": "not found"}).encode(), "application/json"
             req.send_response(status)
             req.send_header("Content-Type", ctype)
             req.send_header("Content-Length", str(len(body)))
             req.send_header(REQUEST_ID_HEADER, rid)
+            if status == 503:
+                req.send_header("Retry-After", str(RETRY_AFTER_SECONDS))
             if status == 401:
                 req.send_header("WWW-Authenticate", "Bearer")
             req.end_headers()

@@ -70,6 +70,7 @@ def test_my_account_shows_my_use_against_my_quotas(team):
 
 
 def test_people_usage_shows_each_person_and_store_and_sets_a_quota(team):
+    team.people.quotas.set_limit("user", "ana", "requests_per_minute", 1200)  # a number among "unlimited"s
     at = signed_in(team, "root", "pages/people.py")
     at.session_state["people-tab"] = "Usage"
     at.run()
@@ -78,6 +79,7 @@ def test_people_usage_shows_each_person_and_store_and_sets_a_quota(team):
     people = tables["person"]
     row = people[people["person"] == "Ana (ana)"].iloc[0]
     assert row["bytes"] == "71 bytes of 100 bytes" and row["files"] == "1 file of unlimited"
+    assert row["API requests a minute"] == "1,200"
     stores = tables["store"]
     assert list(stores["store"]) == ["hr"] and list(stores["owner"]) == ["Ana (ana)"]
     at.selectbox(key="quota-scope").select("user")

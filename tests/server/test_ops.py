@@ -181,10 +181,26 @@ def test_the_scrapers_token_opens_metrics_and_nothing_else_with_accounts_too(tmp
         ).start()
         try:
             url = f"http://127.0.0.1:{listener.port}/metrics"
-            assert httpx.get(url, timeout=30).status_code == 401  # from this computer, but accounts exist
+            refused = httpx.get(url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+            assert refused.status_code == 401  # from this computer, but accounts exist
+            assert "shared KNOWLEDGE_API_KEY is refused" in refused.json()["error"]
+            assert "ops.metrics_token" in refused.json()["error"]
             assert httpx.get(url, headers=scraper, timeout=30).status_code == 200
         finally:
             listener.close()
+        waiting = HealthListener(
+            "127.0.0.1",
+            0,
+            readiness=Workbench(s).readiness(),
+            state=lambda: ("waiting", "the catalog cannot be reached"),
+            wb=Workbench(s),
+        ).start()
+        try:
+            ready = httpx.get(f"http://127.0.0.1:{waiting.port}/readyz", timeout=30)
+            assert ready.status_code == 503 and ready.headers["Retry-After"] == "5"
+            assert "the worker is waiting" in ready.json()["reason"]
+        finally:
+            waiting.close()
     finally:
         s.close()
 
