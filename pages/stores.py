@@ -718,9 +718,13 @@ def attention(
             if not writable:
                 continue
             retry_ok = can_retry(f)
+            limited = f.error == "ReaderLimitExceeded"  # the file is fine; a setting's limit stopped it
             c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="bottom")
             pw = c1.text_input("Password", type="password", key=f"pw:{store}:{f.file_id}") if needs_password(f) else None
-            if not retry_ok:
+            if limited:
+                c1.caption("A reading limit stopped it (the setting is named above): raise it, then Retry.")
+                retry_ok = True
+            elif not retry_ok:
                 c1.caption("Trying again would fail the same way: fix the file and drop it again, or remove it.")
             if retry_ok and c2.button("🔁 Retry", key=f"retry:{store}:{f.file_id}"):
                 _retry(store, f, pw)

@@ -779,10 +779,11 @@ def test_an_interrupted_job_is_retried_from_the_vector_stores_page(fake_model):
     assert list(files_table(at, "Notes")["file"]) == ["cats.md"]
 
 
-def _many(store: str, done: int, failed: int, hopeless: int = 0) -> None:
+def _many(store: str, done: int, failed: int, hopeless: int = 0, limited: bool = False) -> None:
     """``store`` with ``done`` indexed and ``failed`` failed records (a service was out of reach; the
     last ``hopeless`` of them empty documents instead, which a retry cannot help) over small stored
-    files, written straight into the catalog (nothing is ingested)."""
+    files, written straight into the catalog (nothing is ingested). ``limited``: the failed ones
+    passed a reading limit instead (the file is fine; a setting stopped it)."""
     from knowledge.catalog import DONE, FAILED, FileRecord
 
     system = System(load_settings())
@@ -802,10 +803,20 @@ def _many(store: str, done: int, failed: int, hopeless: int = 0) -> None:
                     stored.sha256,
                     stored.size,
                     FAILED if bad else DONE,
-                    ("The file has no text." if empty else "The vector store was out of reach.") if bad else None,
+                    (
+                        "Took longer than 1.0 s to read (the setting ingest.reader_timeout_seconds)."
+                        if limited
+                        else "The file has no text."
+                        if empty
+                        else "The vector store was out of reach."
+                    )
+                    if bad
+                    else None,
                     0 if bad else 2,
                     None,
-                    error=("EmptyDocument" if empty else "BackendUnavailable") if bad else None,
+                    error=("ReaderLimitExceeded" if limited else "EmptyDocument" if empty else "BackendUnavailable")
+                    if bad
+                    else None,
                 )
             )
         system.catalog.add_files(records)
@@ -859,6 +870,17 @@ def test_the_bulk_retry_offers_only_the_files_a_retry_can_help_and_says_why_the_
     assert said.startswith(
         "Queued 3 file(s) for a retry; left out 2: 2 would fail the same way (failed-0005.md, failed-0006.md)"
     )
+
+
+def test_a_file_stopped_by_a_reading_limit_says_to_raise_it_and_offers_retry(fake_model):
+    """The trial: "Trying again would fail the same way: fix the file" was said of a file that a
+    1 s reading limit stopped, and no Retry was offered even once the limit was raised."""
+    _many("Notes", 1, 1, limited=True)
+    at = open_page()
+    assert not at.exception
+    assert any("A reading limit stopped it" in c.value for c in at.caption)
+    assert not any("fail the same way" in c.value for c in at.caption)
+    assert [b for b in at.button if b.key.startswith("retry:Notes:")]
 
 
 def test_no_bulk_retry_is_offered_when_a_retry_can_help_none(fake_model):
