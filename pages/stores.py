@@ -575,15 +575,16 @@ def _digest(ids) -> str:
 
 
 def _skipped_in_words(skipped: list[tuple[str, str]]) -> str:
-    """The files a bulk action left out, grouped by why, every reason said: "12 would fail the same
-    way (a.pdf, b.doc, ...); 1 asks for a password: retry it on its own (c.pdf)"."""
+    """The files a bulk action left out, grouped by why, every reason said, the names first:
+    "a.pdf, b.doc and 10 more (would fail the same way); c.pdf (asks for a password: retry it on
+    its own)"."""
     by: dict[str, list[str]] = {}
     for name, reason in skipped:
         by.setdefault(reason, []).append(name)
     parts = []
     for reason, names in sorted(by.items(), key=lambda kv: -len(kv[1])):
-        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        parts.append(f"{len(names):,} {reason} ({shown})")
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
+        parts.append(f"{shown} ({reason})")
     return "; ".join(parts)
 
 

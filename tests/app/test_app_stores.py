@@ -868,7 +868,7 @@ def test_the_bulk_retry_offers_only_the_files_a_retry_can_help_and_says_why_the_
     assert not at.exception
     (said,) = [s.value for s in at.success if "Queued" in s.value]
     assert said.startswith(
-        "Queued 3 file(s) for a retry; left out 2: 2 would fail the same way (failed-0005.md, failed-0006.md)"
+        "Queued 3 file(s) for a retry; left out 2: failed-0005.md, failed-0006.md (would fail the same way)"
     )
 
 
