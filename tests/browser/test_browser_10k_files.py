@@ -201,12 +201,13 @@ def _open(page, meter: Meter, server: Server, path: str, ready, what: str) -> No
     wait_for_app(page)
 
 
-def _click(page, meter: Meter, action, ready, what: str) -> None:
-    """Do ``action`` and time it until the rerun is over and ``ready`` shows."""
+def _click(page, meter: Meter, action, ready, what: str, timeout: float | None = None) -> None:
+    """Do ``action`` and time it until the rerun is over and ``ready`` shows (within ``timeout`` ms:
+    the page's default when ``None``)."""
     meter.reset()
     started = time.perf_counter()
     rerun_and_wait(page, action)
-    ready.wait_for()
+    ready.wait_for(timeout=timeout)
     _note(what, time.perf_counter() - started, meter)
 
 
@@ -318,6 +319,7 @@ def test_retry_all_matching_queues_the_50_failed_files_and_the_worker_indexes_th
             retry.click,
             queued.or_(page.get_by_role("heading", name=f"Indexed files ({FILES:,})")),
             "Vector stores, bulk retry",
+            timeout=180_000,
         )
         page.screenshot(path=str(shots / "retry-queued-1280.png"))
         # the app's worker indexes them (fake model): the failed files leave Needs attention
