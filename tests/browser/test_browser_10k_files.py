@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.browser import ARTIFACTS, Server, explained, rerun_and_wait, scroll_to, serve, wait_for_app
+from tests.helpers.browser import ARTIFACTS, Server, explained, full_shot, rerun_and_wait, scroll_to, serve, wait_for_app
 from tests.helpers.env import isolate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -211,17 +211,6 @@ def _click(page, meter: Meter, action, ready, what: str, timeout: float | None =
     _note(what, time.perf_counter() - started, meter)
 
 
-def _full_shot(page, path: Path) -> None:
-    """The whole page (Streamlit scrolls inside its main block)."""
-    size = dict(page.viewport_size)
-    height = page.evaluate("""() => Math.max(...[...document.querySelectorAll('[data-testid="stMain"], '
-        + '[data-testid="stMain"] *')].map(e => e.scrollHeight))""")
-    page.set_viewport_size({"width": size["width"], "height": int(min(max(height, size["height"]), 8000))})
-    page.wait_for_timeout(400)
-    page.screenshot(path=str(path))
-    page.set_viewport_size(size)
-
-
 def _no_sideways_scroll(page, width: int) -> None:
     wide = page.evaluate("() => document.documentElement.scrollWidth")
     assert wide <= width + 1, f"the page scrolls sideways at {width} px ({wide} px wide)"
@@ -263,7 +252,7 @@ def test_the_store_page_lists_10000_files_a_page_at_a_time_and_finds_one_by_name
         scroll_to(table)
         page.screenshot(path=str(shots / f"stores-search-{width}.png"))
         assert "matches" in page.get_by_text("1 file matches.").inner_text()
-        _full_shot(page, shots / f"stores-full-{width}.png")
+        full_shot(page, shots / f"stores-full-{width}.png")
 
 
 @pytest.mark.parametrize("width,height", WIDTHS)
